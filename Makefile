@@ -1,0 +1,29 @@
+# adaptrack-lsp: `make demo` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH_VERSION ?= 2.13.0
+MODEL ?= Qwen/Qwen2.5-Coder-1.5B
+
+.PHONY: venv install install-dev demo test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# torch first, pinned, so that no dependency pulls the multi-GB CUDA build
+venv: $(PY)
+	$(PIP) install -q "torch==$(TORCH_VERSION)"
+
+install: venv
+	$(PIP) install -q -e .
+
+install-dev: venv
+	$(PIP) install -q -e ".[dev]"
+
+test: install-dev
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

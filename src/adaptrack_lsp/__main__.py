@@ -1,0 +1,3 @@
+from adaptrack_lsp.cli import main
+
+raise SystemExit(main())
