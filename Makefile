@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 MODEL ?= Qwen/Qwen2.5-Coder-1.5B
 
-.PHONY: venv install install-dev demo test clean
+.PHONY: venv install install-dev npm demo test test-python clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,14 @@ install: venv
 install-dev: venv
 	$(PIP) install -q -e ".[dev]"
 
-test: install-dev
-	$(PY) -m pytest -q
+npm:
+	npm ci --no-audit --no-fund
+
+test: install-dev npm
+	$(PY) -m pytest -q -ra
+
+test-python: install-dev
+	$(PY) -m pytest -q -ra
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info
+	rm -rf $(VENV) build dist src/*.egg-info node_modules
