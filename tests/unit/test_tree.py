@@ -1,0 +1,144 @@
+"""Prefix tree mechanics: one LM call per node, Q bookkeeping, budgets and bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest, get_decoder
+from adaptrack_lsp.completion.lm.base import ModelError
+from adaptrack_lsp.completion.lm.tabular import TabularLM
+from adaptrack_lsp.completion.tree import PrefixTree
+from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.constrainers.base import TokenConstraint, Unconstrained
+
+
+class WordsConstraint(TokenConstraint):
+    """Token sequences that are prefixes of the given token-name sequences."""
+
+    def __init__(self, vocab, words):
+        self.vocab = vocab
+        self.words = [tuple(w) for w in words]
+
+    def initial_state(self):
+        return ()
+
+    def advance(self, state, token_id):
+        new = state + (self.vocab.names[token_id],)
+        return new if any(w[: len(new)] == new for w in self.words) else None
+
+    def mask(self, state):
+        return np.array([self.advance(state, t) is not None for t in range(self.vocab.size)])
+
+
+@pytest.fixture
+def vocab():
+    return Vocabulary.from_strings(["a", "b", "c", "$"], "$")
+
+
+def uniform_lm(vocab, length=3):
+    def conditional(path):
+        if len(path) >= length:
+            return [0, 0, 0, 1.0]
+        return [1 / 3, 1 / 3, 1 / 3, 0]
+
+    return TabularLM(vocab, conditional=conditional)
+
+
+def test_each_node_is_evaluated_once_across_shared_samples(vocab):
+    lm = uniform_lm(vocab)
+    constraint = WordsConstraint(vocab, [("a", "b", "c", "$"), ("c", "c", "c", "$")])
+    result = get_decoder("adaptrack").decode(lm, constraint, DecodeRequest(prompt_ids=[], num_samples=500, seed=3))
+    assert {s.text for s in result.samples} == {"abc", "ccc"}
+    # the valid paths have 1 + 3 + 3 internal nodes; no node is asked twice
+    assert result.counters.lm_calls <= 7
+    assert result.counters.tokens_fed == result.counters.lm_calls - 1  # empty prompt, root feeds nothing
+
+
+def test_q_is_exact_after_full_exploration(vocab):
+    lm = uniform_lm(vocab)
+    constraint = WordsConstraint(vocab, [("a", "b", "c", "$"), ("c", "c", "c", "$")])
+    request = DecodeRequest(prompt_ids=[], num_samples=300, seed=0)
+    tree = PrefixTree(lm, constraint, request)
+    from adaptrack_lsp.completion.decoders.adaptrack import backtrack_sample
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        backtrack_sample(tree, rng)
+    # P(c) = 2 valid sequences of probability (1/3)^3 each
+    assert math.isclose(tree.root.q, 2 / 27, rel_tol=1e-9)
+
+
+def test_no_valid_completion_is_reported_not_looped(vocab):
+    lm = uniform_lm(vocab)
+    constraint = WordsConstraint(vocab, [("a", "a", "a", "a", "$")])  # needs 4 tokens, LM ends at 3
+    for name in ["adaptrack", "constrained"]:
+        result = get_decoder(name).decode(lm, constraint, DecodeRequest(prompt_ids=[], num_samples=4, seed=1))
+        assert result.samples == []
+        assert result.status in {"no_valid_completion", "failed"}
+    result = get_decoder("adaptrack").decode(lm, constraint, DecodeRequest(prompt_ids=[], num_samples=4, seed=1))
+    assert result.status == "no_valid_completion" and "no valid completion" in result.message
+
+
+def test_max_new_tokens_gives_flagged_partial_result(vocab):
+    lm = uniform_lm(vocab, length=10)
+    result = get_decoder("adaptrack").decode(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[], max_new_tokens=4, seed=1))
+    assert result.status == "partial"
+    assert not result.samples[0].complete and len(result.samples[0].token_ids) == 4
+
+
+def test_cancellation_raises_between_lm_calls(vocab):
+    lm = uniform_lm(vocab, length=10)
+    calls = {"n": 0}
+
+    def cancelled():
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    with pytest.raises(DecodeCancelled):
+        get_decoder("adaptrack").decode(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[], cancelled=cancelled))
+
+
+def test_time_budget_returns_partial(vocab):
+    lm = uniform_lm(vocab, length=10)
+    result = get_decoder("adaptrack").decode(
+        lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[], timeout_s=0.0, max_new_tokens=8)
+    )
+    assert result.status == "partial" and "time budget" in result.message
+
+
+def test_nan_logits_raise_model_error(vocab):
+    class NaNLM(TabularLM):
+        def next_logprobs(self, path):
+            return np.full(self.vocab.size, np.nan, dtype=np.float32)
+
+    lm = NaNLM(vocab, default=[0.25] * 4)
+    with pytest.raises(ModelError):
+        get_decoder("adaptrack").decode(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[]))
+
+
+def test_temperature_zero_is_greedy_and_deterministic(vocab):
+    def conditional(path):
+        return [0.5, 0.3, 0.2, 0.0] if len(path) < 2 else [0, 0, 0, 1.0]
+
+    lm = TabularLM(vocab, conditional=conditional)
+    constraint = WordsConstraint(vocab, [("b", "a", "$"), ("c", "c", "$")])
+    texts = set()
+    for seed in range(5):
+        result = get_decoder("adaptrack").decode(lm, constraint, DecodeRequest(prompt_ids=[], temperature=0, seed=seed))
+        texts.add(result.samples[0].text)
+    assert texts == {"ba"}
+
+
+def test_temperature_flattens_conditionals(vocab):
+    def conditional(path):
+        return [0.8, 0.2, 0.0, 0.0] if not path else [0, 0, 0, 1.0]
+
+    lm = TabularLM(vocab, conditional=conditional)
+    request = DecodeRequest(prompt_ids=[], num_samples=4000, seed=5, temperature=2.0)
+    result = get_decoder("adaptrack").decode(lm, Unconstrained(vocab), request)
+    share_a = sum(s.text == "a" for s in result.samples) / 4000
+    expected = 0.8**0.5 / (0.8**0.5 + 0.2**0.5)  # 2/3
+    assert abs(share_a - expected) < 0.03
+    # log P(s) is reported at temperature 1
+    assert any(math.isclose(s.logprob, math.log(0.8), rel_tol=1e-5) for s in result.samples if s.text == "a")
