@@ -56,7 +56,6 @@ class Node:
         "candidates",
         "raw_logprobs",
         "probs",
-        "position",
         "validity",
         "child_q",
         "q",
@@ -76,10 +75,9 @@ class Node:
         self.logprob = 0.0  # log P(path) at temperature 1
         self.children: dict[int, Node] = {}  # candidate index -> child
         self.evaluated = False
-        self.candidates: np.ndarray | None = None  # token ids, most probable first
+        self.candidates: np.ndarray | None = None  # int32 token ids, ascending
         self.raw_logprobs: np.ndarray | None = None  # float32 log P(u|x) at temperature 1
         self.probs: np.ndarray | None = None  # float64 P(u|x) at the request temperature
-        self.position: dict[int, int] | None = None  # token id -> candidate index
         self.validity: np.ndarray | None = None  # int8: UNCHECKED / INVALID / VALID
         self.child_q: np.ndarray | None = None  # float64 Q[x+u] per candidate
         self.q = 1.0 if valid else 0.0
@@ -88,6 +86,15 @@ class Node:
     @property
     def leaf(self) -> bool:
         return self.terminal or self.cut
+
+    def index_of(self, token_id: int) -> int | None:
+        """Candidate index of `token_id`, None if it is not a (kept) candidate."""
+        if self.candidates is None:
+            return None
+        index = int(np.searchsorted(self.candidates, token_id))
+        if index < self.candidates.size and self.candidates[index] == token_id:
+            return index
+        return None
 
     def path(self) -> list[int]:
         tokens: list[int] = []
@@ -187,7 +194,7 @@ class PrefixTree:
         return mask
 
     def evaluate(self, node: Node) -> None:
-        """Ask the LM for P(.|node) once; store pruned candidates."""
+        """Ask the LM for P(.|node) once; store the pruned candidates compactly."""
         if node.evaluated:
             return
         if node.leaf:
@@ -203,35 +210,48 @@ class PrefixTree:
         logprobs = np.asarray(logprobs, dtype=np.float32)
         if logprobs.shape[0] < self.vocab.size:
             raise ValueError(f"the LM returned {logprobs.shape[0]} log-probabilities for a vocabulary of {self.vocab.size}")
-        if np.isnan(logprobs).any():
+        logprobs = logprobs[: self.vocab.size]
+        if np.isnan(logprobs).any() or np.isposinf(logprobs).any():
             from adaptrack_lsp.completion.lm.base import ModelError
 
-            raise ModelError("the model produced NaN log-probabilities")
-        scaled = logprobs.astype(np.float64) / self.temperature
-        scaled[self._special_or_padding] = -np.inf
-        best = scaled.max()
-        if not np.isfinite(best):
-            candidates = np.zeros(0, dtype=np.int64)
+            raise ModelError("the model produced NaN or +inf log-probabilities")
+        scaled = logprobs / np.float32(self.temperature) if self.temperature != 1.0 else logprobs
+        finite = scaled[np.isfinite(scaled)]
+        if finite.size == 0:
+            from adaptrack_lsp.completion.lm.base import ModelError
+
+            raise ModelError("the model gave every token zero probability")
+        top = float(finite.max())
+        # normaliser over the whole vocabulary: special/padding mass is lost (invalid) mass
+        log_normaliser = top + math.log(float(np.exp(finite.astype(np.float64) - top).sum()))
+        eligible = np.where(self._special_or_padding, -np.inf, scaled)
+        best = float(eligible.max())
+        if np.isfinite(best):
+            candidates = np.flatnonzero(eligible >= best - self.prune_logprob).astype(np.int32)
         else:
-            # normaliser over the whole vocabulary (special/padding mass is lost mass)
-            full = logprobs.astype(np.float64) / self.temperature
-            finite_top = full[np.isfinite(full)].max()
-            log_normaliser = finite_top + math.log(np.exp(full[np.isfinite(full)] - finite_top).sum())
-            keep = np.flatnonzero(scaled >= best - self.prune_logprob)
-            order = np.argsort(-scaled[keep], kind="stable")
-            candidates = keep[order].astype(np.int64)
-            node.probs = np.exp(scaled[candidates] - log_normaliser)
-        node.candidates = candidates
-        if candidates.size == 0:
-            node.probs = np.zeros(0, dtype=np.float64)
-        node.raw_logprobs = logprobs[candidates].astype(np.float32)
-        node.position = {int(t): i for i, t in enumerate(candidates)}
+            candidates = np.zeros(0, dtype=np.int32)
+        node.candidates = candidates  # ascending token ids
+        node.probs = np.exp(scaled[candidates].astype(np.float64) - log_normaliser)
+        node.raw_logprobs = logprobs[candidates]
         node.validity = np.full(candidates.size, UNCHECKED if node.valid else INVALID, dtype=np.int8)
         node.child_q = np.ones(candidates.size, dtype=np.float64) if node.valid else np.zeros(candidates.size)
         node.evaluated = True
         if not node.valid:
             node.checked = True
         self._recompute_q(node)
+
+    def _compact(self, node: Node) -> None:
+        """Drop invalid candidates of a fully checked node that has no children yet."""
+        if node.children or node.candidates.size < 256:
+            return
+        keep = node.validity != INVALID
+        if keep.all():
+            return
+        node.candidates = node.candidates[keep]
+        node.probs = node.probs[keep]
+        node.raw_logprobs = node.raw_logprobs[keep]
+        node.validity = node.validity[keep]
+        node.child_q = node.child_q[keep]
 
     # -- validity -----------------------------------------------------------------
     def _set_validity(self, node: Node, indices: np.ndarray, verdicts: np.ndarray) -> None:
@@ -256,6 +276,7 @@ class PrefixTree:
             self.counters.constraint_checks += int(unknown.size)
             self._set_validity(node, unknown, verdicts)
         node.checked = True
+        self._compact(node)
         self._recompute_q(node)
 
     def check_top_p(self, node: Node, p: float, chunk: int = 16) -> None:
@@ -267,7 +288,8 @@ class PrefixTree:
         self.evaluate(node)
         if node.checked:
             return
-        order = np.flatnonzero(node.validity == UNCHECKED)  # candidates are sorted by probability
+        unchecked = np.flatnonzero(node.validity == UNCHECKED)
+        order = unchecked[np.argsort(-node.probs[unchecked], kind="stable")]  # most probable first
         valid_mass = float(node.probs[node.validity == VALID].sum())
         unchecked_mass = float(node.probs[order].sum())
         position = 0
@@ -290,6 +312,7 @@ class PrefixTree:
             node.validity[rest] = INVALID
             node.child_q[rest] = 0.0
         node.checked = True
+        self._compact(node)
         self._recompute_q(node)
 
     def check_one(self, node: Node, index: int) -> bool:
