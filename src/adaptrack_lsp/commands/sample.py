@@ -1,11 +1,178 @@
-"""`adaptrack-lsp sample` (placeholder until implemented)."""
+"""`adaptrack-lsp sample`: draw samples from a task file with any decoder.
 
-HELP = "sample (not implemented yet)"
+A task file is an exact tabular LM plus a finite set of valid sequences (format in
+`adaptrack_lsp.completion.tasks`).  With `--json` the command prints
+``{"counts": {"0 0 0 0 0 $": 123, ...}, "counters": {...}, "failures": n, ...}``
+(tokens joined by single spaces, counters summed over all samples); otherwise a table of
+empirical frequencies next to the exact P(s | c) and what greedy constrained decoding
+would give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "sample a task file (exact tabular LM + valid sequences) with a decoder; compare with the exact P(s|c)"
 
 
-def add_arguments(parser) -> None:
-    pass
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, metavar="TASK.json", help="task file (vocab, eos, default, next, valid)")
+    parser.add_argument(
+        "--decoder",
+        default="adaptrack",
+        help="decoder name: unconstrained, constrained, adaptrack, asap, cars, rs, ars, rsft, beam, map (default: adaptrack)",
+    )
+    parser.add_argument("--n", type=int, default=1000, help="number of samples (default: 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="temperature; <= 0 means greedy (default: 1)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="decoder option, repeatable; VALUE is read as JSON when it parses (e.g. max_backtrack_distance=2, share_estimates=false)",
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="token limit per sample (default: the longest valid sequence's length)"
+    )
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="wall-clock budget for the whole run")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def parse_options(items: list[str]) -> dict:
+    """``["key=value", ...]`` -> dict; values parse as JSON when they can, else stay strings."""
+    options = {}
+    for item in items:
+        key, separator, value = item.partition("=")
+        key = key.strip()
+        if not separator or not key:
+            raise ValueError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
 
 
 def run(args) -> int:
-    raise SystemExit("adaptrack-lsp sample is not implemented yet")
+    from adaptrack_lsp.completion.decoders import (
+        DecodeRequest,
+        decoder_names,
+        get_decoder,
+    )
+    from adaptrack_lsp.completion.tasks import TaskError, chi_square, load_task
+
+    def fail(message: str) -> int:
+        print(f"adaptrack-lsp sample: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.n < 1:
+        return fail(f"--n must be at least 1, got {args.n}")
+    if args.decoder not in decoder_names():
+        return fail(f"unknown decoder {args.decoder!r}; choose one of: {', '.join(decoder_names())}")
+    try:
+        options = parse_options(args.option)
+    except ValueError as error:
+        return fail(str(error))
+    try:
+        task = load_task(args.task)
+    except TaskError as error:
+        return fail(str(error))
+    max_new_tokens = args.max_new_tokens if args.max_new_tokens is not None else max(1, task.max_length)
+    if max_new_tokens < 1:
+        return fail(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+
+    request = DecodeRequest(
+        prompt_ids=[],
+        num_samples=args.n,
+        temperature=args.temperature,
+        max_new_tokens=max_new_tokens,
+        timeout_s=args.timeout,
+        seed=args.seed,
+        options=options,
+    )
+    try:
+        decoder = get_decoder(args.decoder)
+        result = decoder.decode(task.language_model(), task.constraint(), request)
+    except ValueError as error:  # bad option values
+        return fail(str(error))
+
+    counts: dict[str, int] = {}
+    for sample in result.samples:
+        key = task.format(sample.token_ids)
+        counts[key] = counts.get(key, 0) + 1
+    counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    incomplete = sum(1 for s in result.samples if not s.complete)
+    invalid = sum(1 for s in result.samples if not s.valid)
+    flagged = {task.format(s.token_ids): ("invalid" if not s.valid else "incomplete") for s in result.samples if not (s.valid and s.complete)}
+
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "counts": counts,
+                    "counters": result.counters.as_dict(),
+                    "failures": result.failures,
+                    "status": result.status,
+                    "message": result.message,
+                    "decoder": args.decoder,
+                    "task": task.name,
+                    "n": args.n,
+                    "seed": args.seed,
+                    "temperature": args.temperature,
+                    "invalid": invalid,
+                    "incomplete": incomplete,
+                }
+            )
+        )
+        return 0
+
+    exact = task.exact_distribution(args.temperature) if args.temperature > 0 else {}
+    gcd = task.gcd_distribution(args.temperature) if args.temperature > 0 else None
+    gcd_total = sum(gcd.probabilities.values()) if gcd else 0.0
+    returned = len(result.samples)
+    rows = []
+    keys = list(counts) + [task.format(s) for s in sorted(exact, key=lambda s: -exact[s]) if task.format(s) not in counts]
+    for key in keys:
+        sequence = task.parse(key)
+        gcd_share = gcd.probabilities.get(sequence, 0.0) / gcd_total if gcd and gcd_total > 0 and key not in flagged else None
+        rows.append(
+            (
+                key,
+                counts.get(key, 0),
+                counts.get(key, 0) / returned if returned else 0.0,
+                exact.get(sequence) if exact else None,
+                gcd_share,
+            )
+        )
+    rows = [((f"{key} ({flagged[key]})" if key in flagged else key), *rest) for key, *rest in rows]
+    width = max([len("sequence")] + [len(r[0]) for r in rows])
+
+    def percent(value):
+        return "-" if value is None else f"{100 * value:.2f}%"
+
+    print(f"task {task.name}: decoder {args.decoder}, {args.n} samples, seed {args.seed}, temperature {args.temperature:g}")
+    print(f"{'sequence'.ljust(width)}  {'count':>7}  {'sampled':>8}  {'P(s|c)':>8}  {'GCD':>8}")
+    for key, count, share, exact_share, gcd_share in rows:
+        print(f"{key.ljust(width)}  {count:>7}  {percent(share):>8}  {percent(exact_share):>8}  {percent(gcd_share):>8}")
+    print(f"status: {result.status}" + (f" ({result.message})" if result.message else ""))
+    print(f"failures: {result.failures}  invalid: {invalid}  incomplete: {incomplete}")
+    complete_valid = {task.parse(k): n for k, n in counts.items()}
+    if exact and returned and not invalid and not incomplete:
+        try:
+            test = chi_square(complete_valid, exact)
+        except ImportError:
+            print("chi-square against P(s|c): needs scipy (pip install 'adaptrack-lsp[eval]')")
+        else:
+            print(
+                f"chi-square against P(s|c): statistic {test.statistic:.4g}, "
+                f"{test.degrees_of_freedom} dof, p = {test.p_value:.4g}"
+            )
+    c = result.counters
+    print(
+        f"counters: lm_calls {c.lm_calls}, tokens_fed {c.tokens_fed}, constraint_checks {c.constraint_checks}, "
+        f"backtracks {c.backtracks}, wall {c.wall_seconds:.3f} s"
+    )
+    return 0

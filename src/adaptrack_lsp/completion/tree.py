@@ -421,8 +421,9 @@ class PrefixTree:
         cumulative = np.cumsum(weights)
         index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
         index = min(index, weights.size - 1)
-        while weights[index] <= 0.0:  # guard against landing on a zero-width bucket
-            index -= 1
+        if weights[index] <= 0.0:  # rounding landed on a zero-width bucket: nearest real one
+            nonzero = np.flatnonzero(weights > 0.0)
+            index = int(nonzero[min(np.searchsorted(nonzero, index), nonzero.size - 1)])
         return index
 
     def sample_of(self, node: Node) -> Sample:

@@ -1,0 +1,111 @@
+"""MAP decoding: best-first (uniform-cost) search for argmax P(s | c) on the prefix tree.
+
+The frontier holds valid one-token extensions of expanded prefixes, keyed by the
+extension's log P at temperature 1.  A prefix's probability never increases as it
+grows, so the first complete valid sequence popped is the most probable valid complete
+sequence (argmax P(s | c) = argmax P(s) over valid s), the next one popped the second
+most probable, and so on: `num_samples = k` returns the k best, in order.
+
+Only expanded prefixes are evaluated by the LM (and have their candidates checked), so
+the cost is the number of prefixes more probable than the answer.  `node_budget`
+(default 1000) caps those evaluations; when it runs out before k sequences are found the
+result is "partial" (with the most probable open prefix when nothing complete was
+found).  The request's temperature does not change the search.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import numpy as np
+
+from adaptrack_lsp.completion.decoders.base import (
+    Counters,
+    Decoder,
+    DecodeRequest,
+    DecodeResult,
+    Stopwatch,
+)
+from adaptrack_lsp.completion.tree import VALID, BudgetExceeded, Node, PrefixTree
+
+DEFAULT_NODE_BUDGET = 1000
+
+
+class MAPDecoder(Decoder):
+    name = "map"
+
+    def decode(self, lm, constraint, request: DecodeRequest) -> DecodeResult:
+        num_samples = max(1, int(request.num_samples))
+        node_budget = int(self.option(request, "node_budget", DEFAULT_NODE_BUDGET))
+        if node_budget < 1:
+            raise ValueError(f"node_budget must be at least 1, got {node_budget}")
+        counters = Counters()
+        watch = Stopwatch(counters)
+        tree = PrefixTree(lm, constraint, request, counters)
+        tiebreak = itertools.count()
+        # entries: (-log P(prefix), order, parent node, candidate index or -1 for the node itself)
+        frontier: list[tuple[float, int, Node, int]] = []
+        if tree.root.valid:
+            frontier.append((-0.0, next(tiebreak), tree.root, -1))
+        found: list[Node] = []
+        cut: list[Node] = []
+        open_prefix: Node | None = None
+        expanded = 0
+        stop_reason = ""
+        try:
+            while frontier and len(found) < num_samples:
+                _, _, parent, index = heapq.heappop(frontier)
+                node = parent if index < 0 else tree.child(parent, index)
+                if node is None:  # cannot happen: only valid candidates enter the frontier
+                    continue
+                if node.terminal:
+                    found.append(node)
+                    continue
+                if node.cut:
+                    cut.append(node)
+                    continue
+                if expanded >= node_budget:
+                    open_prefix = node
+                    stop_reason = f"node budget of {node_budget} evaluations exhausted"
+                    break
+                tree.check_all(node)
+                tree.propagate(node)
+                expanded += 1
+                valid = np.flatnonzero(node.validity == VALID)
+                for candidate in valid:
+                    score = node.logprob + float(node.raw_logprobs[candidate])
+                    heapq.heappush(frontier, (-score, next(tiebreak), node, int(candidate)))
+        except BudgetExceeded:
+            stop_reason = f"time budget of {request.timeout_s:.3g} s exceeded"
+            if frontier:
+                _, _, parent, index = frontier[0]
+                open_prefix = parent if index < 0 else parent.children.get(index, parent)
+
+        samples = [tree.sample_of(node) for node in found]
+        status, message = "ok", ""
+        if len(found) < num_samples and stop_reason:
+            status, message = "partial", stop_reason
+            if not samples:
+                fallback = max(cut, key=lambda n: n.logprob, default=None) or open_prefix
+                if fallback is not None and fallback.depth > 0:
+                    sample = tree.sample_of(fallback)
+                    sample.complete = False
+                    samples.append(sample)
+        elif not samples:
+            if cut:
+                status, message = "partial", "max_new_tokens reached before any valid sequence ended"
+                best = max(cut, key=lambda n: n.logprob)
+                sample = tree.sample_of(best)
+                sample.complete = False
+                samples.append(sample)
+            else:
+                status, message = "no_valid_completion", "no valid completion: every continuation violates the constraint"
+        return DecodeResult(
+            samples=samples,
+            counters=watch.finish(),
+            status=status,
+            message=message,
+            prompt_truncated=getattr(tree.prompt_info, "truncated", 0),
+            failures=num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0,
+        )
