@@ -1,0 +1,495 @@
+"""Hugging Face causal LMs as a `LanguageModel`, with KV-cache path management.
+
+Owns loading (`load_model`: local folder, hub id or the built-in ``tiny``; safetensors
+only; device/dtype selection; clear `ModelError`s naming the fix) and the KV state:
+
+- One `DynamicCache` follows the current path (prompt + generated tokens).  Moving to
+  another branch crops it to the longest common prefix (`crop_cache`, the one place
+  that calls ``Cache.crop``) and appends the missing tokens.
+- The key/value vectors of every generated token fed are kept per tree node (path), so
+  returning to a branch appends the stored vectors instead of recomputing them: each
+  node costs exactly one token through the network (`tokens_fed == prompt + distinct
+  nodes evaluated`).  The store is bounded (`max_node_cache_bytes`); beyond it tokens
+  are re-fed.
+- `set_prompt` reuses the longest common token prefix with the previous prompt of the
+  same `cache_key` (document URI), keeping an LRU of a few prompt caches, so a small
+  edit does not re-feed the file; prompts longer than the context are left-truncated.
+
+Heavy imports (torch, transformers) happen when this module is imported, so import it
+only where a real model is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from adaptrack_lsp.completion.lm.base import (
+    LanguageModel,
+    ModelError,
+    PromptInfo,
+    normalize_logprobs,
+)
+from adaptrack_lsp.completion.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
+
+OFFLINE_FIX = (
+    "use `--model tiny` (`MODEL=tiny` for `make demo`) for the built-in offline model, "
+    "or pass the path of a local model folder"
+)
+
+#: texts whose tokenization must round-trip through the vocabulary's bytes at load time
+ROUND_TRIP_TEXTS = (
+    "import numpy as np\nx = np.linalg.norm(a, ord=2)  # norm\n",
+    "\tdef __init__(self, *args, **kwargs):\r\n        return {'é': \"日本\", 3.5e-3: None}\n",
+)
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+class CacheCropError(RuntimeError):
+    """The cache cannot be cropped to the requested length (e.g. a full sliding window)."""
+
+
+# -- cache helpers (the only code that touches cache internals) ---------------------------
+def crop_cache(cache, length: int) -> None:
+    """Crop `cache` in place so that it holds exactly its first `length` tokens.
+
+    transformers 5 ``Cache.crop`` takes the (negative) number of tokens to remove;
+    negative values mean the same in transformers 4, so this works on both.
+    """
+    current = cache.get_seq_length()
+    if length < 0 or length > current:
+        raise CacheCropError(f"cannot crop a cache of {current} tokens to {length}")
+    if length == current:
+        return
+    try:
+        cache.crop(length - current)
+    except (RuntimeError, ValueError) as error:
+        raise CacheCropError(str(error)) from error
+    if cache.get_seq_length() != length:
+        raise CacheCropError(f"cache holds {cache.get_seq_length()} tokens after cropping to {length}")
+
+
+def _layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(layer.keys, layer.values) for layer in layers]
+    return list(zip(cache.key_cache, cache.value_cache))  # transformers 4
+
+
+def cache_supports_node_store(cache) -> bool:
+    """Whether per-token key/values can be cut out and appended back (full attention only)."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return hasattr(cache, "key_cache")
+    return all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+def last_tokens_kv(cache, count: int) -> torch.Tensor:
+    """A copy of the last `count` tokens' key/values: [layers, 2, batch, heads, count, dim]."""
+    return torch.stack([torch.stack((k[..., -count:, :], v[..., -count:, :])) for k, v in _layer_tensors(cache)])
+
+
+def append_kv(cache, kv: torch.Tensor) -> None:
+    """Append key/values produced by `last_tokens_kv` (or a concatenation of them)."""
+    for layer_index in range(kv.shape[0]):
+        cache.update(kv[layer_index, 0], kv[layer_index, 1], layer_index)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    limit = min(len(a), len(b))
+    i = start
+    while i < limit and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class _PromptSlot:
+    """The KV cache of one prompt (plus whatever path it currently follows)."""
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.ids: list[int] = []  # tokens whose key/values the cache holds
+        self.prompt: list[int] = []
+        self.root_logprobs: np.ndarray | None = None
+
+
+class HFLanguageModel(LanguageModel):
+    """A transformers causal LM behind the `LanguageModel` protocol (batch size 1)."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        vocab: Vocabulary | None = None,
+        name: str = "hf",
+        max_context: int | None = None,
+        max_cached_prompts: int = 4,
+        max_node_cache_bytes: int = 1 << 30,
+    ):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = next(model.parameters()).device
+        logits_size = _logits_size(model)
+        if vocab is None:
+            vocab = vocabulary_for(model, tokenizer)
+        if vocab.size != logits_size:
+            raise ModelError(f"vocabulary size {vocab.size} does not match the model's {logits_size} logits")
+        self.vocab = vocab
+        self.max_context = max_context if max_context is not None else _context_length(model, tokenizer)
+        self.max_cached_prompts = max(1, int(max_cached_prompts))
+        self.max_node_cache_bytes = int(max_node_cache_bytes)
+        self.tokens_fed = 0
+        #: seconds spent inside model forward passes (for overhead measurements)
+        self.forward_seconds = 0.0
+        self.forward_calls = 0
+        self._slots: OrderedDict[Hashable, _PromptSlot] = OrderedDict()
+        self._active: _PromptSlot | None = None
+        self._node_kv: dict[tuple[int, ...], torch.Tensor] = {}
+        self._node_kv_bytes = 0
+        self._node_store = True
+        self._padding = np.arange(vocab.size) >= vocab.num_defined
+
+    # -- prompt -------------------------------------------------------------------------
+    def set_prompt(
+        self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
+    ) -> PromptInfo:
+        """Feed the prompt, reusing the longest common prefix cached under `cache_key`."""
+        ids = [int(i) for i in prompt_ids]
+        self._check_ids(ids, "prompt")
+        if not ids:  # condition on a document start: BOS, else the end-of-text separator
+            start = self.tokenizer.bos_token_id
+            if start is None:
+                start = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else min(self.vocab.eos_ids)
+            ids = [int(start)]
+        truncated = 0
+        if self.max_context is not None:
+            budget = self.max_context - max(0, int(max_new_tokens))
+            if budget < 1:
+                raise ValueError(
+                    f"max_new_tokens={max_new_tokens} leaves no room for a prompt in a context of {self.max_context}"
+                )
+            if len(ids) > budget:
+                truncated = len(ids) - budget
+                ids = ids[truncated:]
+
+        slot = self._slots.pop(cache_key, None)
+        if slot is None:
+            slot = _PromptSlot(self._new_cache())
+            while len(self._slots) >= self.max_cached_prompts:
+                self._slots.popitem(last=False)
+        self._slots[cache_key] = slot
+        previous, self._active = self._active, slot
+        if slot.prompt == ids and slot.root_logprobs is not None and slot is previous:
+            # the same prompt again (e.g. a fresh tree per sample): nothing to feed, and the
+            # stored node key/values stay valid
+            try:
+                crop_cache(slot.cache, len(ids))
+                del slot.ids[len(ids) :]
+                return PromptInfo(length=len(ids), truncated=truncated, reused=len(ids))
+            except CacheCropError:
+                pass
+        self._clear_node_store()
+
+        keep = min(_common_prefix(slot.ids, ids), len(ids) - 1)
+        try:
+            crop_cache(slot.cache, keep)
+        except CacheCropError:
+            slot.cache, keep = self._new_cache(), 0
+        del slot.ids[keep:]
+        slot.prompt, slot.root_logprobs = [], None
+        try:
+            root_logprobs = self._logprobs(self._feed(slot, ids[keep:]))
+        except BaseException:
+            self.clear_cache()  # a failed or interrupted forward leaves no trustworthy state
+            raise
+        slot.prompt, slot.root_logprobs = ids, root_logprobs
+        return PromptInfo(length=len(ids), truncated=truncated, reused=keep)
+
+    # -- distributions --------------------------------------------------------------------
+    def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
+        slot = self._active
+        if slot is None or slot.root_logprobs is None:
+            raise ModelError("set_prompt must be called before next_logprobs")
+        path = [int(t) for t in path]
+        if not path:
+            return slot.root_logprobs.copy()
+        self._check_ids(path, "path")
+        prompt_length = len(slot.prompt)
+        target_length = prompt_length + len(path)
+        if self.max_context is not None and target_length > self.max_context:
+            raise ModelError(f"prompt + path ({target_length} tokens) exceeds the context of {self.max_context}")
+
+        # tokens of the cache beyond the prompt that agree with the path
+        common = prompt_length
+        limit = min(len(slot.ids), target_length)
+        while common < limit and slot.ids[common] == path[common - prompt_length]:
+            common += 1
+        keep = min(common, target_length - 1)  # the last token is always fed: its logits are needed
+        try:
+            crop_cache(slot.cache, keep)
+            del slot.ids[keep:]
+        except CacheCropError:
+            self._rebuild(slot, prompt_length)
+            keep = prompt_length
+
+        # append stored key/values of nodes evaluated before, then feed the rest
+        restored = []
+        position = keep
+        while position < target_length - 1:
+            kv = self._node_kv.get(tuple(path[: position - prompt_length + 1]))
+            if kv is None:
+                break
+            restored.append(kv)
+            position += 1
+        if restored:
+            append_kv(slot.cache, restored[0] if len(restored) == 1 else torch.cat(restored, dim=-2))
+            slot.ids.extend(path[keep - prompt_length : position - prompt_length])
+        try:
+            logits = self._feed(slot, path[position - prompt_length :], path_offset=position - prompt_length, path=path)
+            return self._logprobs(logits)
+        except BaseException:
+            self.clear_cache()  # a failed or interrupted forward leaves no trustworthy state
+            raise
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def clear_cache(self) -> None:
+        """Drop every cached prompt and node key/values."""
+        self._slots.clear()
+        self._active = None
+        self._clear_node_store()
+
+    # -- internals ------------------------------------------------------------------------
+    def _new_cache(self):
+        from transformers import DynamicCache
+
+        try:
+            return DynamicCache(config=self.model.config)
+        except TypeError:  # transformers 4
+            return DynamicCache()
+
+    def _check_ids(self, ids: Sequence[int], what: str) -> None:
+        for token_id in ids:
+            if not 0 <= token_id < self.vocab.num_defined:
+                raise ValueError(f"{what} token id {token_id} is outside the tokenizer's {self.vocab.num_defined} ids")
+
+    def _clear_node_store(self) -> None:
+        self._node_kv.clear()
+        self._node_kv_bytes = 0
+
+    def _rebuild(self, slot: _PromptSlot, length: int) -> None:
+        """Recompute the cache for the first `length` tokens from scratch (crop impossible)."""
+        ids = slot.ids[:length]
+        slot.cache = self._new_cache()
+        slot.ids = []
+        self._feed(slot, ids)
+
+    def _feed(
+        self,
+        slot: _PromptSlot,
+        tokens: Sequence[int],
+        path_offset: int | None = None,
+        path: Sequence[int] | None = None,
+        chunk: int = 1024,
+    ) -> torch.Tensor:
+        """Push `tokens` through the model after the cache; logits of the last one.
+
+        With `path` given, `tokens` are `path[path_offset:]` and their key/values are
+        stored per node.
+        """
+        if not tokens:
+            raise ModelError("internal error: nothing to feed")
+        logits = None
+        with torch.inference_mode():
+            for begin in range(0, len(tokens), chunk):
+                part = list(tokens[begin : begin + chunk])
+                input_ids = torch.tensor([part], dtype=torch.long, device=self.device)
+                started = time.perf_counter()
+                output = self.model(input_ids=input_ids, past_key_values=slot.cache, use_cache=True, logits_to_keep=1)
+                logits = output.logits[0, -1]
+                if logits.device.type != "cpu":
+                    logits = logits.float().cpu()
+                self.forward_seconds += time.perf_counter() - started
+                self.forward_calls += 1
+                if output.past_key_values is not slot.cache:  # models that return a new cache object
+                    slot.cache = output.past_key_values
+                slot.ids.extend(part)
+                self.tokens_fed += len(part)
+            if path is not None and self._node_store:
+                self._store_nodes(slot, path, path_offset, len(tokens))
+        return logits
+
+    def _store_nodes(self, slot: _PromptSlot, path: Sequence[int], offset: int, count: int) -> None:
+        if not cache_supports_node_store(slot.cache):
+            self._node_store = False
+            return
+        kv = last_tokens_kv(slot.cache, count)
+        per_token = kv.element_size() * kv.numel() // count
+        for index in range(count):
+            key = tuple(path[: offset + index + 1])
+            if key in self._node_kv:
+                continue
+            if self._node_kv_bytes + per_token > self.max_node_cache_bytes:
+                return
+            self._node_kv[key] = kv[..., index : index + 1, :]
+            self._node_kv_bytes += per_token
+
+    def _logprobs(self, logits: torch.Tensor) -> np.ndarray:
+        values = logits.float().numpy().astype(np.float64, copy=True)
+        values[self._padding] = -np.inf
+        return normalize_logprobs(values)
+
+
+# -- loading ------------------------------------------------------------------------------
+def _logits_size(model) -> int:
+    output = model.get_output_embeddings()
+    if output is not None and getattr(output, "weight", None) is not None:
+        return int(output.weight.shape[0])
+    return int(model.config.get_text_config().vocab_size)
+
+
+def _context_length(model, tokenizer) -> int | None:
+    config = model.config.get_text_config()
+    limits = [getattr(config, "max_position_embeddings", None)]
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and tokenizer_limit < 10_000_000:
+        limits.append(tokenizer_limit)
+    limits = [int(x) for x in limits if isinstance(x, int) and x > 0]
+    return min(limits) if limits else None
+
+
+def _as_id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]
+
+
+def vocabulary_for(model, tokenizer) -> Vocabulary:
+    """The exact vocabulary of `tokenizer` at the model's logits width, all EOS ids included."""
+    from adaptrack_lsp.completion.tokenizer_bytes import vocabulary_from_tokenizer
+
+    extra = _as_id_list(getattr(model.config.get_text_config(), "eos_token_id", None))
+    generation = getattr(model, "generation_config", None)
+    if generation is not None:
+        extra += _as_id_list(getattr(generation, "eos_token_id", None))
+    return vocabulary_from_tokenizer(tokenizer, logits_size=_logits_size(model), extra_eos_ids=extra)
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        return torch.device(device)
+    except RuntimeError as error:
+        raise ModelError(f"unknown device {device!r}: {error}") from None
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise ModelError(f"unknown dtype {dtype!r}; choose auto, {', '.join(_DTYPES)}") from None
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_model(
+    name_or_path: str,
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    **options: Any,
+) -> HFLanguageModel:
+    """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
+
+    `options` go to `HFLanguageModel` (max_context, max_cached_prompts, ...).  Raises
+    `ModelError` with a message naming the fix when the model cannot be loaded.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    local_only = _offline()
+    if name_or_path == "tiny":
+        from adaptrack_lsp.completion.lm.tiny import tiny_model_path
+
+        source = str(tiny_model_path())
+        local = True
+    else:
+        path = Path(name_or_path).expanduser()
+        local = path.exists()
+        if local:
+            if not path.is_dir() or not (path / "config.json").is_file():
+                raise ModelError(f"{path} is not a model folder (it has no config.json)")
+            source = str(path)
+        elif _HUB_ID.match(name_or_path) and not name_or_path.startswith("."):
+            source = name_or_path
+        else:
+            raise ModelError(f"model path {name_or_path!r} does not exist; {OFFLINE_FIX}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            source, trust_remote_code=trust_remote_code, local_files_only=local_only or local
+        )
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            use_safetensors=True,
+            trust_remote_code=trust_remote_code,
+            dtype=torch_dtype,
+            local_files_only=local_only or local,
+        )
+    except ModelError:
+        raise
+    except Exception as error:
+        if local:
+            raise ModelError(f"cannot load the model in {source}: {type(error).__name__}: {error}") from error
+        raise ModelError(
+            f"cannot load model {name_or_path!r} from the Hugging Face hub "
+            f"({'offline mode' if local_only else 'not reachable or not found'}: {type(error).__name__}); {OFFLINE_FIX}"
+        ) from error
+    model = model.to(torch_device).eval()
+    try:
+        vocab = vocabulary_for(model, tokenizer)
+    except ValueError as error:
+        raise ModelError(f"unsupported tokenizer for {name_or_path!r}: {error}") from error
+    from adaptrack_lsp.completion.tokenizer_bytes import round_trip_mismatches
+
+    mismatches = round_trip_mismatches(tokenizer, vocab, ROUND_TRIP_TEXTS)
+    if mismatches:
+        text, got = mismatches[0]
+        raise ModelError(f"the tokenizer of {name_or_path!r} does not map to exact bytes: {text!r} -> {got!r}")
+    return HFLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)
