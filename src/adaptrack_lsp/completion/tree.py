@@ -193,8 +193,14 @@ class PrefixTree:
             mask[token_id] = False
         return mask
 
-    def evaluate(self, node: Node) -> None:
-        """Ask the LM for P(.|node) once; store the pruned candidates compactly."""
+    def evaluate(self, node: Node, with_validity: bool = False) -> None:
+        """Ask the LM for P(.|node) once; store the candidates compactly.
+
+        Candidates are the tokens within `prune_logprob` nats of the best one.  With
+        `with_validity` the whole vocabulary is checked at once and every *valid* token
+        is kept whatever its probability, so pruning never turns a valid (if unlikely)
+        continuation into a dead end; invalid tokens are then dropped.
+        """
         if node.evaluated:
             return
         if node.leaf:
@@ -226,10 +232,17 @@ class PrefixTree:
         log_normaliser = top + math.log(float(np.exp(finite.astype(np.float64) - top).sum()))
         eligible = np.where(self._special_or_padding, -np.inf, scaled)
         best = float(eligible.max())
-        if np.isfinite(best):
-            candidates = np.flatnonzero(eligible >= best - self.prune_logprob).astype(np.int32)
-        else:
+        valid_mask = None
+        if not np.isfinite(best):
             candidates = np.zeros(0, dtype=np.int32)
+        elif with_validity and node.valid:
+            start = time.perf_counter()
+            valid_mask = np.asarray(self.constraint.mask(node.state), dtype=bool)[: self.vocab.size]
+            self.counters.constraint_seconds += time.perf_counter() - start
+            keep = (eligible >= best - self.prune_logprob) | (valid_mask & np.isfinite(eligible))
+            candidates = np.flatnonzero(keep).astype(np.int32)
+        else:
+            candidates = np.flatnonzero(eligible >= best - self.prune_logprob).astype(np.int32)
         node.candidates = candidates  # ascending token ids
         node.probs = np.exp(scaled[candidates].astype(np.float64) - log_normaliser)
         node.raw_logprobs = logprobs[candidates]
@@ -238,6 +251,11 @@ class PrefixTree:
         node.evaluated = True
         if not node.valid:
             node.checked = True
+        elif valid_mask is not None:
+            self.counters.constraint_checks += int(candidates.size)
+            self._set_validity(node, np.arange(candidates.size), valid_mask[candidates])
+            node.checked = True
+            self._compact(node)
         self._recompute_q(node)
 
     def _compact(self, node: Node) -> None:
@@ -260,8 +278,8 @@ class PrefixTree:
         node.child_q[invalid] = 0.0
 
     def check_all(self, node: Node) -> None:
-        """Decide the validity of every candidate of an evaluated node."""
-        self.evaluate(node)
+        """Decide the validity of every candidate (evaluating the node if needed)."""
+        self.evaluate(node, with_validity=True)
         if node.checked:
             return
         unknown = np.flatnonzero(node.validity == UNCHECKED)
