@@ -1,0 +1,318 @@
+"""Runtime introspection in the user's environment: one stand-alone script.
+
+This file is run by the *user's* interpreter (``python -I introspect_worker.py ...``),
+so it imports only the standard library and nothing from ``adaptrack_lsp``.  It is also
+imported in-process (``adaptrack_lsp.constrainers.introspect_worker``) so that the
+definitions of "public member" and "removed-API placeholder" exist exactly once.
+
+Definitions (shared by the runtime fallback, the ``index`` command and the agreement
+tests):
+
+- a **public member** of an object ``o`` is a name ``n`` that does not start with ``_``
+  and for which ``getattr(o, n)`` succeeds after ``import`` of the module; candidates
+  are ``dir(o)`` plus any extra names supplied by the caller (names a static analysis
+  saw, e.g. attributes served by a module ``__getattr__``);
+- a member that is a lazily loaded module (a ``ModuleType`` subclass, e.g. Keras-3
+  lazy loaders) must also answer ``dir()``; if loading it raises, it is absent;
+- a **removed-API placeholder** is a Python function whose body is only an optional
+  docstring followed by a single ``raise`` (``torch.matrix_rank`` in torch 2.x); it
+  counts as absent.
+
+Modes:
+
+- ``--serve``: JSON lines on stdin/stdout.  Request ``{"id": 1, "op": "members",
+  "path": ["numpy", "linalg"], "extra": ["matlib"]}``, answer ``{"id": 1, "members":
+  {"norm": ["function", false], ...}}`` or ``{"id": 1, "members": null, "error": "..."}``.
+  ``{"op": "ping"}`` answers ``{"id": .., "pong": true, "python": "3.11.7"}``.
+- ``--walk PACKAGE [--max-depth N]``: print a snapshot JSON of the package's public API.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import sys
+import textwrap
+import types
+import warnings
+
+# --------------------------------------------------------------------------- placeholders
+
+
+def body_only_raises(source: str) -> bool:
+    """Whether the first function defined in `source` only raises.
+
+    The body must be an optional docstring followed by exactly one ``raise`` statement.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return function_node_only_raises(node)
+    return False
+
+
+def function_node_only_raises(node) -> bool:
+    """Whether an ``ast`` function node's body is [docstring] + a single ``raise``."""
+    body = list(node.body)
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    return len(body) == 1 and isinstance(body[0], ast.Raise)
+
+
+def is_placeholder(obj) -> bool:
+    """Whether `obj` is a Python function whose body only raises (a removed API)."""
+    try:
+        target = inspect.unwrap(obj)
+    except Exception:
+        target = obj
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        return False
+    try:
+        source = inspect.getsource(target)
+    except (OSError, TypeError):
+        return False
+    return body_only_raises(source)
+
+
+# --------------------------------------------------------------------------- members
+
+
+def kind_of(obj) -> str:
+    """jedi-style kind of a runtime object."""
+    if isinstance(obj, types.ModuleType):
+        return "module"
+    if inspect.isclass(obj):
+        return "class"
+    if inspect.isroutine(obj):
+        return "function"
+    return "instance"
+
+
+def has_members(kind: str) -> bool:
+    return kind not in ("function", "keyword")
+
+
+def is_lazy_module(obj) -> bool:
+    return isinstance(obj, types.ModuleType) and type(obj) is not types.ModuleType
+
+
+def member_value(obj, name: str):
+    """``getattr(obj, name)`` with warnings silenced; raises what getattr raises.
+
+    A lazily loaded module is also asked for ``dir()`` (which loads it): if that
+    raises, the member does not exist in this environment.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = getattr(obj, name)
+        if is_lazy_module(value):
+            dir(value)
+    return value
+
+
+def public_members(obj, extra_names=()) -> dict:
+    """Public members of `obj`: name -> (kind, has_members).  See the module docstring."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            names = set(dir(obj))
+        except Exception:
+            names = set()
+    names.update(extra_names)
+    result = {}
+    for name in sorted(names):
+        if not isinstance(name, str) or name.startswith("_") or not name.isidentifier():
+            continue
+        try:
+            value = member_value(obj, name)
+        except Exception:
+            continue
+        if is_placeholder(value):
+            continue
+        kind = kind_of(value)
+        result[name] = (kind, has_members(kind))
+    return result
+
+
+def resolve(path):
+    """Import ``path[0]`` and follow the attribute chain; submodules are imported when
+    the parent does not expose them yet (``import a.b`` makes ``a.b`` valid)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj = importlib.import_module(path[0])
+    for i in range(1, len(path)):
+        try:
+            obj = member_value(obj, path[i])
+        except AttributeError:
+            if not isinstance(obj, types.ModuleType):
+                raise
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                obj = importlib.import_module(".".join(path[: i + 1]))
+        if is_placeholder(obj):
+            raise AttributeError("%s is a removed-API placeholder" % ".".join(path[: i + 1]))
+    return obj
+
+
+# --------------------------------------------------------------------------- walk
+
+
+def distribution_version(package: str):
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return None
+    try:
+        mapping = metadata.packages_distributions()
+    except Exception:
+        mapping = {}
+    for dist_name in mapping.get(package, []) + [package]:
+        try:
+            return metadata.version(dist_name)
+        except Exception:
+            continue
+    return None
+
+
+def walk_package(package: str, max_depth: int = 8) -> dict:
+    """Public API names of `package`, breadth first, as a snapshot dict.
+
+    Modules are descended into only when they belong to the package's public API: for a
+    package with generated API modules (``<package>._api``, TensorFlow) only those and
+    the package itself, otherwise modules named ``<package>`` or ``<package>.*``.  Each
+    module is walked once (by ``__name__``), and a module whose name component already
+    occurs earlier in its path (``tf.compat.v1.compat``) is listed but not descended
+    into: that is how ``compat.v1.compat.v2...`` loops are cut.  Members outside the
+    package (``tf.compat.v1.app.flags`` is absl's) are listed, not descended into.
+    """
+    root = resolve([package])
+    generated_prefix = package + "._api."
+    has_generated_api = any(name.startswith(generated_prefix) for name in list(sys.modules))
+
+    def walkable(module) -> bool:
+        name = getattr(module, "__name__", None)
+        if not isinstance(name, str):
+            return False
+        if name == package:
+            return True
+        if has_generated_api:
+            return name.startswith(generated_prefix)
+        return name.startswith(package + ".")
+
+    names: list = []
+    kinds: dict = {}
+    visited = {root.__name__}
+    queue = [((package,), root)]
+    while queue:
+        next_queue = []
+        for path, module in queue:
+            for name, (kind, _) in public_members(module).items():
+                child_path = path + (name,)
+                dotted = ".".join(child_path)
+                names.append(dotted)
+                kinds[dotted] = kind
+                if kind != "module" or len(child_path) - 1 >= max_depth or name in path:
+                    continue
+                try:
+                    child = member_value(module, name)
+                except Exception:
+                    continue
+                child_name = getattr(child, "__name__", None)
+                if not walkable(child) or child_name in visited:
+                    continue
+                visited.add(child_name)
+                next_queue.append((child_path, child))
+        queue = next_queue
+    return {
+        "package": package,
+        "version": distribution_version(package) or getattr(root, "__version__", None),
+        "root": package,
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "max_depth": max_depth,
+        "names": sorted(names),
+        "kinds": {name: kinds[name] for name in sorted(kinds)},
+    }
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def handle(request: dict) -> dict:
+    answer = {"id": request.get("id")}
+    op = request.get("op")
+    if op == "ping":
+        answer["pong"] = True
+        answer["python"] = "%d.%d.%d" % sys.version_info[:3]
+        return answer
+    if op == "members":
+        path = [str(part) for part in request.get("path") or []]
+        if not path:
+            answer.update(members=None, error="empty path")
+            return answer
+        try:
+            obj = resolve(path)
+            members = public_members(obj, request.get("extra") or ())
+            answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}
+        except (Exception, SystemExit) as error:  # an import may even call sys.exit
+            answer.update(members=None, error="%s: %s" % (type(error).__name__, error))
+        return answer
+    answer["error"] = "unknown op %r" % (op,)
+    return answer
+
+
+def serve(stdin, stdout) -> None:
+    for line in stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as error:
+            request = None
+            answer = {"id": None, "error": "bad request: %s" % error}
+        if request is not None:
+            answer = handle(request)
+        stdout.write(json.dumps(answer) + "\n")
+        stdout.flush()
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="runtime API introspection")
+    parser.add_argument("--serve", action="store_true")
+    parser.add_argument("--walk", metavar="PACKAGE")
+    parser.add_argument("--max-depth", type=int, default=8)
+    args = parser.parse_args(argv)
+    # Libraries print to stdout on import (e.g. banners): keep the protocol channel clean.
+    protocol_out = sys.stdout
+    sys.stdout = sys.stderr
+    if args.walk:
+        try:
+            snapshot = walk_package(args.walk, args.max_depth)
+        except ImportError as error:
+            sys.stderr.write("cannot import %s: %s\n" % (args.walk, error))
+            return 1
+        protocol_out.write(json.dumps(snapshot))
+        protocol_out.write("\n")
+        protocol_out.flush()
+        return 0
+    if args.serve:
+        serve(sys.stdin, protocol_out)
+        return 0
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,572 @@
+"""`JediIndex`: the members of dotted paths in the user's own Python environment.
+
+Where the answer comes from, per path (``("numpy", "linalg")``):
+
+1. jedi completes ``import numpy.linalg\\nnumpy.linalg.`` in the user's environment.
+   Kept: public names (no leading ``_``), minus what jedi lists but the module does
+   not export: stub-only aliases (``import ctypes as ct`` in a ``.pyi``), and package
+   sub-directories that the package's ``__init__`` never imports (``numpy.tests``).
+   Functions whose body only raises (removed-API placeholders such as
+   ``torch.matrix_rank``) are dropped, found from the source jedi points to.
+2. Runtime introspection (`RuntimeIntrospector`, a subprocess with the user's python)
+   then checks the answer for every path jedi infers to be a module, and answers alone
+   where jedi finds no public member (Keras-3 lazy loaders such as
+   ``tf.keras.layers``): the worker imports the module and keeps the names of
+   ``dir()`` plus jedi's names that pass ``getattr``.  This adds what jedi cannot see
+   statically (module ``__getattr__``/``setattr`` tricks: ``tf.keras``, ``tf.losses``,
+   ``numpy.testing.SkipTest``) and drops what jedi lists but the runtime refuses
+   (stub-only names, names bound in branches not taken, lazily loaded members that
+   raise on access such as ``tf.compat.v1.layers`` with Keras 3).  With
+   ``runtime_introspection=False``, or when the module cannot be imported, the jedi
+   answer stands.
+
+Every lookup runs on one background thread; a caller waits at most ``timeout_s`` and
+gets ``None`` (unknown = unconstrained) when the answer is not ready, while the lookup
+finishes in the background and fills the cache.  Answers are cached in memory and on
+disk (user cache dir), per environment (interpreter path + version) and package version.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import hashlib
+import json
+import logging
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.constrainers.introspect_worker import function_node_only_raises
+
+log = logging.getLogger(__name__)
+
+#: bump when the filtering rules change, so old on-disk caches are not reused
+CACHE_FORMAT = 1
+#: seconds before a path whose lookup failed (timeout, crash) is tried again
+RETRY_FAILED_AFTER_S = 30.0
+
+DEFAULT_CACHE = object()
+
+
+def default_cache_dir() -> Path:
+    """The user cache directory of adaptrack-lsp (never inside a workspace)."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "adaptrack-lsp"
+
+
+def _venv_python(venv: Path) -> Path | None:
+    for candidate in (venv / "bin" / "python", venv / "Scripts" / "python.exe"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_python(python: str | os.PathLike | None = None, workspace: str | os.PathLike | None = None) -> tuple[str | None, str, str]:
+    """(interpreter, how it was found, problem) for the environment to index.
+
+    Order: the explicit `python` (an interpreter or a virtualenv directory), the
+    workspace's ``.venv`` or ``venv``, ``$VIRTUAL_ENV``, the server's own interpreter.
+    An explicit path that does not exist is a problem, not a silent fallback.
+    """
+    if python:
+        path = Path(python).expanduser()
+        if path.is_dir():
+            found = _venv_python(path)
+            if found is None:
+                return None, "setting", f"no python interpreter in environment directory {path}"
+            return str(found), "setting", ""
+        if not path.is_file():
+            return None, "setting", f"python interpreter not found: {path}"
+        return str(path), "setting", ""
+    if workspace:
+        for name in (".venv", "venv"):
+            found = _venv_python(Path(workspace) / name)
+            if found is not None:
+                return str(found), f"workspace {name}", ""
+    virtual_env = os.environ.get("VIRTUAL_ENV")
+    if virtual_env:
+        found = _venv_python(Path(virtual_env))
+        if found is not None:
+            return str(found), "VIRTUAL_ENV", ""
+    return sys.executable, "server interpreter", ""
+
+
+# ------------------------------------------------------------------------ module sources
+
+
+class ModuleFacts:
+    """What a module's source says statically: bound names, imported submodules, __all__."""
+
+    def __init__(self, bound: set[str], submodules: set[str], exported: set[str] | None):
+        self.bound = bound
+        self.submodules = submodules
+        self.exported = exported  # __all__ when it is a literal list/tuple
+
+
+def _module_level_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements executed at module level (descending into if/try/with/for blocks)."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for child in inner:
+                    if isinstance(child, ast.ExceptHandler):
+                        yield from _module_level_statements(child.body)
+                    elif isinstance(child, ast.stmt):
+                        yield from _module_level_statements([child])
+
+
+def module_facts(source: str, module_name: str, is_package: bool) -> ModuleFacts:
+    tree = ast.parse(source)
+    bound: set[str] = set()
+    submodules: set[str] = set()
+    exported: set[str] | None = None
+    package = module_name if is_package else module_name.rpartition(".")[0]
+    seen: set[int] = set()
+    for node in _module_level_statements(tree.body):
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound.add(alias.asname or alias.name.split(".")[0])
+                if alias.name.startswith(module_name + "."):
+                    submodules.add(alias.name[len(module_name) + 1 :].split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                if node.level > 1:
+                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                if alias.name != "*":
+                    bound.add(alias.asname or alias.name)
+                if base == module_name and alias.name != "*":
+                    submodules.add(alias.name)
+            if base.startswith(module_name + "."):
+                submodules.add(base[len(module_name) + 1 :].split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name):
+                        bound.add(sub.id)
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)):
+                    exported = {elt.value for elt in node.value.elts if isinstance(elt, ast.Constant) and isinstance(elt.value, str)}
+    return ModuleFacts(bound, submodules, exported)
+
+
+class _SourceCache:
+    """Parsed facts per file, and function-def nodes per (file, line)."""
+
+    def __init__(self):
+        self._facts: dict[tuple[str, str], ModuleFacts | None] = {}
+        self._functions: dict[str, dict[int, ast.AST]] = {}
+
+    def facts(self, path: Path, module_name: str) -> ModuleFacts | None:
+        key = (str(path), module_name)
+        if key not in self._facts:
+            try:
+                source = path.read_text(encoding="utf-8", errors="replace")
+                self._facts[key] = module_facts(source, module_name, path.stem == "__init__")
+            except (OSError, SyntaxError, ValueError):
+                self._facts[key] = None
+        return self._facts[key]
+
+    def function_at(self, path: Path, line: int):
+        key = str(path)
+        if key not in self._functions:
+            table: dict[int, ast.AST] = {}
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        table[node.lineno] = node
+            except (OSError, SyntaxError, ValueError):
+                pass
+            self._functions[key] = table
+        return self._functions[key].get(line)
+
+
+def _source_files(module_path: Path) -> list[Path]:
+    """The .py and .pyi files of one module (either may be missing)."""
+    stem = module_path.with_suffix("")
+    return [p for p in (stem.with_suffix(".py"), stem.with_suffix(".pyi")) if p.is_file()]
+
+
+# ------------------------------------------------------------------------ the index
+
+
+class JediIndex(APIIndex):
+    """API index of a live Python environment (jedi first, runtime introspection second)."""
+
+    def __init__(
+        self,
+        python: str | os.PathLike | None = None,
+        workspace: str | os.PathLike | None = None,
+        timeout_s: float = 2.0,
+        runtime_introspection: bool = True,
+        cache_dir: Any = DEFAULT_CACHE,
+        runtime_timeout_s: float = 60.0,
+    ):
+        """`timeout_s`: how long `members` waits for an answer that is not cached yet.
+        `runtime_timeout_s`: hard limit of one introspection request (the worker is
+        killed past it).  `cache_dir`: directory of the on-disk cache; the default is
+        the user cache dir, None disables the on-disk cache."""
+        self.timeout_s = float(timeout_s)
+        self.runtime_timeout_s = float(runtime_timeout_s)
+        self.runtime_introspection = bool(runtime_introspection)
+        self.workspace = str(workspace) if workspace else None
+        self.python, self.found_by, self.problem = find_python(python, workspace)
+        if self.problem:
+            log.warning("API index: %s; completions are not API-constrained", self.problem)
+        if cache_dir is DEFAULT_CACHE:
+            cache_dir = default_cache_dir() / "api-index"
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+
+        self._environment = None
+        self._project = None
+        self._environment_key: str | None = None
+        self._python_version: str | None = None
+        self._sys_path: list[str] = []
+        self._versions: dict[str, str] | None = None
+        self._sources = _SourceCache()
+        self._introspector = None
+
+        self._lock = threading.Lock()
+        self._memory: dict[tuple[str, ...], dict[str, Member] | None] = {}
+        self._pending: dict[tuple[str, ...], concurrent.futures.Future] = {}
+        self._failed_at: dict[tuple[str, ...], float] = {}
+        self._root_versions: dict[str, str] = {}
+        self._disk: dict[str, dict] = {}  # root -> {"file": Path|None, "paths": {...}}
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def source(self) -> str:  # type: ignore[override]
+        if self.problem:
+            return f"unconstrained ({self.problem})"
+        versions = self.packages()
+        if versions:
+            return ", ".join(f"{name} {version}" for name, version in sorted(versions.items()))
+        return f"python environment {self.python}"
+
+    def packages(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._root_versions)
+
+    def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
+        path = tuple(path)
+        if self.problem or not path or not all(isinstance(p, str) and p.isidentifier() for p in path):
+            return None
+        with self._lock:
+            if path in self._memory:
+                return self._memory[path]
+            future = self._submit_locked(path)
+            if future is None:
+                return None
+        try:
+            return future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            log.debug("API index: %s not answered within %.3g s (unknown for now)", ".".join(path), self.timeout_s)
+            return None
+        except Exception as error:  # a bug in a lookup must not reach the caller
+            log.warning("API index: lookup of %s failed: %s", ".".join(path), error)
+            return None
+
+    def prefetch(self, path: tuple[str, ...]) -> None:
+        """Start looking `path` up in the background (e.g. for the document's imports)."""
+        path = tuple(path)
+        if self.problem or not path:
+            return
+        with self._lock:
+            if path not in self._memory:
+                self._submit_locked(path)
+
+    def close(self) -> None:
+        """Stop the background thread and the introspection worker."""
+        self._jobs.put(None)
+        if self._introspector is not None:
+            self._introspector.close()
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _submit_locked(self, path: tuple[str, ...]) -> concurrent.futures.Future | None:
+        future = self._pending.get(path)
+        if future is not None:
+            return future
+        failed_at = self._failed_at.get(path)
+        if failed_at is not None and time.monotonic() - failed_at < RETRY_FAILED_AFTER_S:
+            return None
+        future = concurrent.futures.Future()
+        self._pending[path] = future
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run_jobs, name="api-index", daemon=True)
+            self._thread.start()
+        self._jobs.put((path, future))
+        return future
+
+    def _run_jobs(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            path, future = job
+            try:
+                members, definitive = self._lookup(path)
+            except Exception as error:  # jedi raising on odd code is "unknown"
+                log.warning("API index: %s: %s: %s", ".".join(path), type(error).__name__, error)
+                members, definitive = None, False
+            with self._lock:
+                self._pending.pop(path, None)
+                if definitive:
+                    self._memory[path] = members
+                    self._failed_at.pop(path, None)
+                else:
+                    self._failed_at[path] = time.monotonic()
+            future.set_result(members)
+
+    # ------------------------------------------------------------------ environment
+
+    def _ensure_environment(self) -> None:
+        if self._environment is not None:
+            return
+        import jedi
+
+        environment = jedi.create_environment(self.python, safe=False)
+        self._python_version = ".".join(str(v) for v in environment.version_info[:3])
+        self._sys_path = [p for p in environment.get_sys_path() if p]
+        real = os.path.realpath(environment.executable)
+        self._environment_key = hashlib.sha256(f"{real}\0{self._python_version}".encode()).hexdigest()[:16]
+        if self.workspace:
+            self._project = jedi.Project(self.workspace, environment_path=self.python)
+        self._environment = environment
+
+    def _introspection(self):
+        if self._introspector is None:
+            from adaptrack_lsp.constrainers.introspection import RuntimeIntrospector
+
+            self._introspector = RuntimeIntrospector(self.python, timeout_s=self.runtime_timeout_s, cwd=self.workspace)
+        return self._introspector
+
+    def _distribution_versions(self) -> dict[str, str]:
+        """top-level module name -> version of the distribution that provides it."""
+        if self._versions is None:
+            from importlib import metadata
+
+            versions: dict[str, str] = {}
+            without_top_level = []
+            for dist in metadata.distributions(path=self._sys_path):
+                name = dist.metadata["Name"] or ""
+                version = dist.version or ""
+                versions.setdefault(re.sub(r"[-_.]+", "_", name).lower(), version)
+                text = dist.read_text("top_level.txt")
+                if text:
+                    for line in text.split():
+                        versions.setdefault(line.strip(), version)
+                else:
+                    without_top_level.append((dist, version))
+            for dist, version in without_top_level:
+                for file in dist.files or ():
+                    first = file.parts[0] if file.parts else ""
+                    if first and not first.endswith((".dist-info", ".data")) and first != "..":
+                        versions.setdefault(first.removesuffix(".py"), version)
+            self._versions = versions
+        return self._versions
+
+    def _root_version(self, root: str, root_file: str | None) -> str | None:
+        """Version of the distribution providing `root`; the Python version for the
+        standard library; None for anything else (not cached on disk)."""
+        version = self._distribution_versions().get(root)
+        if version:
+            return version
+        if root_file and "site-packages" not in root_file and "dist-packages" not in root_file:
+            if any(root_file.startswith(p) for p in self._sys_path) or root_file.endswith(".pyi"):
+                return f"{self._python_version} (stdlib)"
+        return None
+
+    # ------------------------------------------------------------------ disk cache
+
+    def _disk_entry(self, root: str, root_file: str | None) -> dict:
+        entry = self._disk.get(root)
+        if entry is not None:
+            return entry
+        version = self._root_version(root, root_file)
+        file = None
+        paths: dict = {}
+        if version is not None and self.cache_dir is not None:
+            safe_version = re.sub(r"[^A-Za-z0-9.+-]", "_", version)
+            mode = "runtime" if self.runtime_introspection else "static"
+            file = self.cache_dir / self._environment_key / f"{root}-{safe_version}.{mode}.v{CACHE_FORMAT}.json"
+            try:
+                data = json.loads(file.read_text(encoding="utf-8"))
+                if data.get("format") == CACHE_FORMAT and data.get("version") == version:
+                    paths = data.get("paths", {})
+            except (OSError, ValueError):
+                pass
+        entry = {"file": file, "paths": paths, "version": version}
+        self._disk[root] = entry
+        with self._lock:
+            self._root_versions[root] = version or "unknown"
+        return entry
+
+    def _save(self, root: str, entry: dict) -> None:
+        file = entry["file"]
+        if file is None:
+            return
+        data = {"format": CACHE_FORMAT, "package": root, "version": entry["version"], "python": self.python,
+                "python_version": self._python_version, "paths": entry["paths"]}
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            temporary = file.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+            os.replace(temporary, file)
+        except OSError as error:
+            log.warning("API index: cannot write cache %s: %s", file, error)
+
+    # ------------------------------------------------------------------ lookups
+
+    def _lookup(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
+        """(members, definitive) for `path`; runs on the background thread."""
+        self._ensure_environment()
+        import jedi
+
+        root_file = None
+        if path[0] not in self._disk:
+            root_script = jedi.Script(f"import {path[0]}\n{path[0]}", environment=self._environment, project=self._project)
+            for name in root_script.infer(2, len(path[0])):
+                if name.module_path:
+                    root_file = str(name.module_path)
+                    break
+        entry = self._disk_entry(path[0], root_file)
+        key = ".".join(path)
+        cached = entry["paths"].get(key)
+        if cached is not None:
+            raw = cached.get("members")
+            return ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None), True
+
+        members, is_module = self._jedi_members(path)
+        via = "jedi"
+        if self.runtime_introspection and (not members or is_module):
+            answer = self._introspection().members(path, extra=sorted(members), timeout_s=self.runtime_timeout_s)
+            if answer.members is not None:
+                members, via = dict(answer.members), "runtime"
+            elif answer.transient:
+                return None, False
+            elif not members:
+                members, via = None, "runtime"  # the path does not resolve at runtime
+            # else: the import fails at runtime but jedi saw members: jedi's answer stands
+        elif not members:
+            return None, False  # jedi sees nothing and there is no runtime check: unknown
+        entry["paths"][key] = {
+            "via": via,
+            "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
+        }
+        self._save(path[0], entry)
+        return members, True
+
+    def _jedi_members(self, path: tuple[str, ...]) -> tuple[dict[str, Member], bool]:
+        """Public members of `path` according to jedi, and whether `path` is a module."""
+        import jedi
+
+        dotted = ".".join(path)
+        script = jedi.Script(f"import {dotted}\n{dotted}.", environment=self._environment, project=self._project)
+        completions = script.complete(2, len(dotted) + 1)
+        facts: list[ModuleFacts] = []
+        is_module = False
+        for name in script.infer(2, len(dotted)):
+            if name.type in ("module", "namespace"):
+                is_module = True
+                for file in _source_files(Path(name.module_path)) if name.module_path else ():
+                    found = self._sources.facts(file, dotted)
+                    if found is not None:
+                        facts.append(found)
+                break
+        exported = set().union(*(f.exported for f in facts if f.exported)) if facts else set()
+        reachable = set().union(*(f.bound | f.submodules for f in facts)) if facts else set()
+        # A module is checked by the runtime worker (jedi's names are candidates there,
+        # kinds come from the runtime): following each import would be wasted work.
+        follow_definitions = not (is_module and self.runtime_introspection)
+        members: dict[str, Member] = {}
+        for completion in completions:
+            name = completion.name
+            if name.startswith("_") or not name.isidentifier() or name in members:
+                continue
+            internal = getattr(completion, "_name", None)
+            # `completion.type` also computes docstrings and signatures (seconds for a
+            # big module); the name's own api_type is what it returns in the end.
+            try:
+                kind = internal.api_type
+            except Exception:
+                kind = completion.type
+            internal_type = type(internal).__name__
+            if internal_type == "SubModuleName" and facts and name not in reachable and name not in exported:
+                continue  # a package sub-directory the package never imports
+            if internal_type == "StubName" and name not in exported and _is_stub_alias(internal):
+                continue  # `import x as y` in a stub is not a re-export
+            if follow_definitions and (kind == "function" or (kind == "module" and internal_type != "SubModuleName")):
+                # jedi calls every imported name a "module";
+                # follow the import to the definition: its kind, and whether it is a
+                # removed-API placeholder (a function whose body only raises)
+                kind, placeholder = self._definition_kind(completion, kind)
+                if placeholder:
+                    continue
+            if kind == "namespace":
+                kind = "module"
+            members[name] = Member(name, kind, kind not in ("function", "keyword"))
+        return members, is_module
+
+    def _definition_kind(self, completion, kind: str) -> tuple[str, bool]:
+        """(kind of the definition `completion` leads to, is it a placeholder)."""
+        try:
+            definitions = completion.goto(follow_imports=True)
+        except Exception:
+            return kind, False
+        for definition in definitions:
+            try:
+                kind = definition._name.api_type
+            except Exception:
+                kind = definition.type
+            module_path = definition.module_path
+            if kind == "function" and module_path and str(module_path).endswith(".py") and definition.line:
+                node = self._sources.function_at(Path(module_path), definition.line)
+                if node is not None and function_node_only_raises(node):
+                    return kind, True
+            return kind, False
+        return kind, False
+
+
+def _is_stub_alias(internal_name) -> bool:
+    """Whether a jedi stub name is bound by ``import a as b`` / ``from m import a as b``
+    with b != a (not a re-export in a stub, PEP 484)."""
+    try:
+        tree_name = internal_name.tree_name
+        parent = tree_name.parent
+        if parent.type in ("import_as_name", "dotted_as_name") and parent.children[-1] is tree_name:
+            original = parent.children[0]
+            original_name = original.get_code(include_prefix=False).split(".")[-1]
+            return original_name != tree_name.value
+    except AttributeError:
+        return False
+    return False
+

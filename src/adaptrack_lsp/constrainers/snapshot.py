@@ -1,0 +1,148 @@
+"""`SnapshotIndex`: an API index read from a JSON snapshot of dotted names.
+
+Format (``.json`` or ``.json.gz``)::
+
+    {"package": "tensorflow", "version": "2.21.0", "root": "tensorflow",
+     "names": ["tensorflow.compat.v1.losses.mean_pairwise_squared_error", ...],
+     "kinds": {"tensorflow.compat.v1.losses": "module", ...}}
+
+``members(path)`` lists the children of `path` among the names.  A path that has no
+children in the snapshot (a class, a function, a module the snapshot did not walk) or
+that is not in it at all is *unknown* (None): the snapshot only constrains what it
+walked.  `tensorflow_v1_setting` gives the paper's TF v1 setting: the
+``tensorflow.compat.v1.X`` names of a TF 2.x snapshot as ``tensorflow.X``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that cannot be read or does not have the snapshot format."""
+
+
+def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                data = json.load(handle)
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot not found: {path}") from None
+    except (OSError, ValueError, EOFError) as error:
+        raise SnapshotError(f"cannot read snapshot {path}: {error}") from None
+    validate_snapshot(data, str(path))
+    return data
+
+
+def validate_snapshot(data: Any, origin: str = "snapshot") -> None:
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{origin}: expected a JSON object")
+    for field in ("package", "root"):
+        if not isinstance(data.get(field), str) or not data[field]:
+            raise SnapshotError(f"{origin}: missing string field {field!r}")
+    names = data.get("names")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise SnapshotError(f"{origin}: 'names' must be a list of dotted names")
+    kinds = data.get("kinds", {})
+    if not isinstance(kinds, dict):
+        raise SnapshotError(f"{origin}: 'kinds' must be an object")
+
+
+def write_snapshot(data: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Write `data` as JSON (gzip when the name ends in .gz), stable and compact."""
+    text = json.dumps(data, indent=None, separators=(",", ":"), sort_keys=True) + "\n"
+    path = Path(path)
+    if path.name.endswith(".gz"):
+        # mtime=0: the same snapshot gives the same bytes
+        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle:
+            handle.write(text.encode("utf-8"))
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+class SnapshotIndex(APIIndex):
+    """Members of dotted paths from a snapshot file (or an in-memory snapshot dict)."""
+
+    def __init__(self, path: str | os.PathLike | None = None, *, data: Mapping[str, Any] | None = None):
+        if (path is None) == (data is None):
+            raise ValueError("give exactly one of path or data")
+        if data is None:
+            data = read_snapshot(path)
+        else:
+            validate_snapshot(data)
+        self.path = str(path) if path is not None else None
+        self.package: str = data["package"]
+        self.version: str = str(data.get("version") or "unknown")
+        self.root: str = data["root"]
+        self.source = f"snapshot {self.package} {self.version}"
+        kinds: Mapping[str, str] = data.get("kinds") or {}
+        children: dict[tuple[str, ...], dict[str, Member]] = {}
+        for dotted in data["names"]:
+            parts = tuple(dotted.split("."))
+            for depth in range(1, len(parts)):
+                parent, name = parts[:depth], parts[depth]
+                child = ".".join(parts[: depth + 1])
+                kind = kinds.get(child, "module" if depth + 1 < len(parts) else "unknown")
+                members = children.setdefault(parent, {})
+                if name not in members or members[name].kind == "unknown":
+                    members[name] = Member(name, kind, kind not in ("function", "keyword"))
+        self._children = children
+        self.names: list[str] = list(data["names"])
+
+    def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
+        return self._children.get(tuple(path))
+
+    def packages(self) -> dict[str, str]:
+        return {self.root: self.version}
+
+    def has_root(self, module: str) -> bool:
+        return module == self.root
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def compat_v1_as_root(data: Mapping[str, Any], compat_prefix: str = "compat.v1") -> dict[str, Any]:
+    """The paper's TF v1 setting from a TF 2.x snapshot: ``<root>.compat.v1.X`` -> ``<root>.X``.
+
+    Only the compat.v1 names are kept (in TF 1.x, ``tf.X`` was the v1 API)."""
+    validate_snapshot(data)
+    root = data["root"]
+    prefix = f"{root}.{compat_prefix}."
+    names = sorted({root + "." + name[len(prefix) :] for name in data["names"] if name.startswith(prefix)})
+    if not names:
+        raise SnapshotError(f"snapshot of {data['package']} has no {prefix}* names")
+    kinds = {
+        root + "." + name[len(prefix) :]: kind
+        for name, kind in (data.get("kinds") or {}).items()
+        if name.startswith(prefix)
+    }
+    return {
+        **{k: v for k, v in data.items() if k not in ("names", "kinds")},
+        "names": names,
+        "kinds": kinds,
+        "transform": f"{root}.{compat_prefix}.X -> {root}.X",
+    }
+
+
+def tensorflow_v1_setting(path: str | os.PathLike | None = None) -> SnapshotIndex:
+    """SnapshotIndex of the TF v1 setting (default: the bundled TF 2.21 snapshot)."""
+    from adaptrack_lsp.constrainers.api_index import bundled_snapshot
+
+    data = read_snapshot(path if path is not None else bundled_snapshot("tensorflow"))
+    return SnapshotIndex(data=compat_v1_as_root(data))
+
+
+def names_to_snapshot(package: str, version: str, names: Iterable[str], kinds: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {"package": package, "version": version, "root": package, "names": sorted(set(names)), "kinds": dict(kinds or {})}
