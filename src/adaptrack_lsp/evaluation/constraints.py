@@ -1,0 +1,171 @@
+"""Where the evaluation's API constraint comes from, and the TFv1 settings' indexes.
+
+The TensorFlow API is a snapshot (`constrainers.snapshot` format): the committed TF
+snapshot by default (`bundled_snapshot("tensorflow")`), a snapshot file
+(``--api-snapshot``), or a walk of another interpreter's TensorFlow (``--python``, the
+same walk the ``index`` command uses).  From it:
+
+- v2 setting (TFv1 v2, TFv1Real): `SnapshotIndex` of the snapshot, every TF 2 name;
+- v1 setting: the ``tensorflow.compat.v1.X`` names as ``tensorflow.X``
+  (`compat_v1_as_root`, paper §6.1).
+
+`APIConstraintProvider` turns an index into, per item, the API monitor (`ApiMonitor`)
+started on the item's prompt and wrapped by `TokenIndex` for the model's vocabulary, and
+answers whether the constraint accepts the item's oracle (constraint recall).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from adaptrack_lsp.evaluation.items import EvalItem
+
+log = logging.getLogger(__name__)
+
+#: seconds allowed for walking TensorFlow's API in another interpreter
+WALK_TIMEOUT_S = 1200
+
+
+@dataclass
+class APISnapshot:
+    """One TensorFlow API snapshot (dict in the snapshot format) and where it came from."""
+
+    data: dict[str, Any]
+    source: str
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.data["names"])
+
+
+def load_api_snapshot(snapshot: str | None = None, python: str | None = None) -> APISnapshot:
+    """The TF API from a snapshot file, another interpreter's TensorFlow, or the committed snapshot."""
+    # imported through api_index: importing constrainers.snapshot first is circular
+    from adaptrack_lsp.constrainers.api_index import SnapshotError, read_snapshot
+    from adaptrack_lsp.constrainers.snapshot import validate_snapshot
+
+    if snapshot is not None and python is not None:
+        raise ValueError("give either an API snapshot or a Python interpreter, not both")
+    try:
+        if python is not None:
+            data = _walk_tensorflow(python)
+            validate_snapshot(data, f"{python} --walk tensorflow")
+            origin = f"tensorflow {data.get('version')} in {python}"
+        else:
+            if snapshot is None:
+                from adaptrack_lsp.constrainers.api_index import bundled_snapshot
+
+                try:
+                    snapshot = bundled_snapshot("tensorflow")
+                except FileNotFoundError as error:
+                    raise ValueError(f"{error}; pass --api-snapshot FILE or --python PATH") from None
+            data = read_snapshot(snapshot)
+            origin = f"snapshot {data.get('package')} {data.get('version')}"
+    except SnapshotError as error:
+        raise ValueError(str(error)) from None
+    if data.get("root") != "tensorflow":
+        raise ValueError(f"the API snapshot is of {data.get('root')!r}, TFv1 needs tensorflow")
+    return APISnapshot(data, origin)
+
+
+def _walk_tensorflow(python: str) -> dict[str, Any]:
+    """Walk ``tensorflow`` in another interpreter with the introspection worker (time-limited)."""
+    from adaptrack_lsp.constrainers import introspect_worker
+
+    try:
+        completed = subprocess.run(
+            [python, "-I", introspect_worker.__file__, "--walk", "tensorflow"],
+            capture_output=True,
+            text=True,
+            timeout=WALK_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"walking tensorflow with {python} took longer than {WALK_TIMEOUT_S} s") from None
+    except OSError as error:
+        raise ValueError(f"cannot run {python}: {error}") from None
+    if completed.returncode != 0:
+        raise ValueError(f"walking tensorflow with {python} failed: {completed.stderr.strip()[-2000:]}")
+    try:
+        return json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise ValueError(f"walking tensorflow with {python} printed no snapshot") from None
+
+
+def setting_index(api: APISnapshot, setting: str):
+    """`SnapshotIndex` for a TFv1 setting: "v2" = the snapshot, "v1" = compat.v1 as the root."""
+    from adaptrack_lsp.constrainers.api_index import SnapshotIndex, compat_v1_as_root
+
+    if setting == "v2":
+        return SnapshotIndex(data=api.data)
+    if setting == "v1":
+        return SnapshotIndex(data=compat_v1_as_root(api.data))
+    raise ValueError(f"unknown setting {setting!r}; choose v1 or v2")
+
+
+END_STATE = ("<end of sequence>",)
+
+
+class EndAwareConstraint:
+    """A `TokenConstraint` whose `advance` also accepts EOS where `allowed` does.
+
+    `TokenConstraint.advance` must return a state for every valid token; `TokenIndex`
+    answers None for EOS even where its mask allows it (the sequence is complete), which
+    makes the prefix tree treat an allowed EOS as invalid.  This wrapper gives EOS the
+    terminal state `END_STATE` exactly when `allowed` says it is valid, and delegates
+    everything else.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.source = getattr(inner, "source", "")
+        self._eos = frozenset(inner.vocab.eos_ids)
+        self.vocab = inner.vocab
+        self.initial_state = inner.initial_state
+        self.allowed = inner.allowed
+        self.mask = inner.mask
+
+    def advance(self, state, token_id: int):
+        if token_id in self._eos:
+            if state is END_STATE:
+                return None
+            return END_STATE if bool(self.inner.allowed(state, [token_id])[0]) else None
+        return self.inner.advance(state, token_id)
+
+
+class APIConstraintProvider:
+    """Per item: `TokenIndex(ApiMonitor(index), vocab, context=the item's prompt)`."""
+
+    def __init__(self, index, source: str | None = None):
+        self.index = index
+        self.source = source or getattr(index, "source", "")
+
+    @staticmethod
+    def context(item: EvalItem):
+        from adaptrack_lsp.constrainers.api import ConstraintContext
+
+        return ConstraintContext(document=item.prompt, prefix=item.prompt)
+
+    def monitor(self):
+        from adaptrack_lsp.constrainers.api import ApiMonitor
+
+        return ApiMonitor(self.index)
+
+    def token_constraint(self, item: EvalItem, lm):
+        from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+        # the per-vocabulary tables are cached by TokenTables.of
+        return EndAwareConstraint(TokenIndex(self.monitor(), lm.vocab, context=self.context(item)))
+
+    def accepts(self, item: EvalItem) -> bool:
+        """Whether the constraint lets the oracle chain be generated and end there (``(``)."""
+        monitor = self.monitor()
+        state = monitor.start(self.context(item))
+        state = monitor.check(state, item.oracle)
+        if state is None or not monitor.is_complete(state):
+            return False
+        return monitor.check(state, "(") is not None
