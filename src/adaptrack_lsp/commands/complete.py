@@ -1,11 +1,139 @@
-"""`adaptrack-lsp complete` (placeholder until implemented)."""
+"""`adaptrack-lsp complete FILE[:LINE:COL]`: one completion at a cursor, printed.
 
-HELP = "complete (not implemented yet)"
+LINE and COL are 1-based (COL counts characters); without them the cursor is at the end
+of the file.  One sample is the greedy ghost text; `--samples K` (K > 1) draws K exact
+samples at max(temperature, 1.0), de-duplicated and ranked by model probability, as the
+editor's completion list does.
+"""
+
+from __future__ import annotations
+
+import re
+
+HELP = "complete FILE at LINE:COL (1-based; end of file when omitted) and print the candidates"
+
+_LOCATION = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+)$")
 
 
 def add_arguments(parser) -> None:
-    pass
+    parser.add_argument("location", metavar="FILE[:LINE:COL]", help="file and 1-based cursor position")
+    parser.add_argument("--model", default=None, help="'tiny' (built-in, offline), a local folder or a hub id")
+    parser.add_argument("--decoder", default=None, help="decoder name (default adaptrack)")
+    parser.add_argument("--samples", type=int, default=1, help="1 = greedy; K > 1 = K samples, ranked")
+    parser.add_argument("--python", default=None, help="interpreter whose installed packages define validity")
+    parser.add_argument("--snapshot", default=None, help="API snapshot JSON instead of the live environment")
+    parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--multiline", action="store_true", help="complete a block, not just the line")
+    parser.add_argument("--timeout-ms", type=int, default=None)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def parse_location(location: str) -> tuple[str, int | None, int | None]:
+    """(path, line, col) from FILE or FILE:LINE:COL (a path that exists as given wins)."""
+    from pathlib import Path
+
+    if Path(location).is_file():
+        return location, None, None
+    match = _LOCATION.match(location)
+    if match:
+        return match.group("path"), int(match.group("line")), int(match.group("col"))
+    return location, None, None
+
+
+def cursor_offset(text: str, line: int | None, col: int | None) -> int:
+    """Character offset of a 1-based LINE:COL; end of text when omitted."""
+    if line is None:
+        return len(text)
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        raise ValueError(f"line {line} is outside the file (1..{len(lines)})")
+    content = lines[line - 1].rstrip("\r")
+    if not 1 <= col <= len(content) + 1:
+        raise ValueError(f"column {col} is outside line {line} (1..{len(content) + 1})")
+    return sum(len(l) + 1 for l in lines[: line - 1]) + col - 1
+
+
+def build_settings(args):
+    from adaptrack_lsp.config import parse_settings
+
+    raw = {
+        "model": args.model,
+        "decoder": args.decoder,
+        "numSamples": args.samples,
+        "pythonPath": args.python,
+        "apiSnapshot": args.snapshot,
+        "maxNewTokens": args.max_new_tokens,
+        "temperature": args.temperature,
+        "timeoutMs": args.timeout_ms,
+        "device": args.device,
+    }
+    if args.multiline:
+        raw["multiline"] = True
+    return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
 def run(args) -> int:
-    raise SystemExit("adaptrack-lsp complete is not implemented yet")
+    import json
+    import os
+    import sys
+
+    path, line, col = parse_location(args.location)
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError as error:
+        print(f"adaptrack-lsp complete: cannot read {path}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    try:
+        offset = cursor_offset(text, line, col)
+    except ValueError as error:
+        print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
+        return 2
+    if args.python and not os.path.exists(args.python):
+        print(f"adaptrack-lsp complete: --python {args.python}: no such interpreter or environment", file=sys.stderr)
+        return 2
+    if args.snapshot and not os.path.isfile(args.snapshot):
+        print(f"adaptrack-lsp complete: --snapshot {args.snapshot}: no such file", file=sys.stderr)
+        return 2
+    settings, problems = build_settings(args)
+    if problems:
+        for problem in problems:
+            print(f"adaptrack-lsp complete: {problem}", file=sys.stderr)
+        return 2
+
+    from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
+
+    service = CompletionService(settings, workspace_root=os.getcwd())
+    try:
+        service.load()
+    except ServiceNotReady as error:
+        print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
+        return 3
+    try:
+        mode = "list" if settings.num_samples > 1 else "inline"
+        result = service.complete(text, offset, mode=mode, seed=args.seed)
+    finally:
+        service.close()
+    if result.constraint.problem:
+        print(f"adaptrack-lsp complete: warning: not API-constrained: {result.constraint.problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return 0
+    constraint = result.constraint
+    packages = ", ".join(f"{name} {version}" for name, version in sorted(constraint.packages.items()))
+    print(f"# {path}:{line or 'end'}:{col or ''} model={settings.model} decoder={settings.decoder}")
+    print(f"# validity: {constraint.source} {constraint.environment or ''} {packages}".rstrip())
+    if not result.candidates:
+        print(f"(no candidates: {result.status} {result.message})".rstrip())
+    for rank, candidate in enumerate(result.candidates, 1):
+        flag = "valid" if candidate.valid else "INVALID"
+        print(f"{rank:2d}. {candidate.text!r}  logprob={candidate.logprob:.3f} {flag}")
+    counters = result.counters
+    print(
+        f"# lm_calls={counters.get('lm_calls')} tokens_fed={counters.get('tokens_fed')} "
+        f"backtracks={counters.get('backtracks')} wall_ms={1000 * counters.get('wall_seconds', 0.0):.0f}"
+    )
+    return 0

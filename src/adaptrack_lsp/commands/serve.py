@@ -1,11 +1,24 @@
-"""`adaptrack-lsp serve` (placeholder until implemented)."""
+"""`adaptrack-lsp serve`: run the language server on stdio or TCP (127.0.0.1)."""
 
-HELP = "serve (not implemented yet)"
+HELP = "run the language server (stdio by default; --tcp binds 127.0.0.1)"
 
 
 def add_arguments(parser) -> None:
-    pass
+    parser.add_argument("--tcp", action="store_true", help="listen on TCP 127.0.0.1 instead of stdio")
+    parser.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model to load unless the editor's settings name one ('tiny' = built-in offline model, "
+        "a local folder or a Hugging Face hub id)",
+    )
 
 
 def run(args) -> int:
-    raise SystemExit("adaptrack-lsp serve is not implemented yet")
+    from adaptrack_lsp.lsp_server.server import serve
+
+    if args.tcp and not 0 < args.port < 65536:
+        raise SystemExit(f"--port must be between 1 and 65535, got {args.port}")
+    settings = {"model": args.model} if args.model else None
+    serve(tcp=args.tcp, host="127.0.0.1", port=args.port, settings=settings)
+    return 0

@@ -1,0 +1,230 @@
+"""Typed, fully defaulted settings shared by the server and the CLI.
+
+`Settings` is a dataclass with snake_case fields; on the wire (LSP
+`initializationOptions`, `workspace/didChangeConfiguration`) the names are camelCase.
+`parse_settings(raw, base)` never raises: every field is structured and validated on its
+own, an invalid value keeps the base (default) value and adds a human-readable problem
+naming the setting, so one bad field never costs the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: section name under which editors send the settings in didChangeConfiguration
+SETTINGS_SECTION = "adaptrack"
+
+
+def _nonempty(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _device(value: str) -> str | None:
+    if value in DEVICES or re.fullmatch(r"cuda:\d+", value):
+        return None
+    return f"must be one of {', '.join(DEVICES)} (or cuda:N)"
+
+
+def _dtype(value: str) -> str | None:
+    return None if value in DTYPES else f"must be one of {', '.join(DTYPES)}"
+
+
+def _decoder(value: str) -> str | None:
+    from adaptrack_lsp.completion.decoders import DECODERS
+
+    return None if value in DECODERS else f"must be one of {', '.join(DECODERS)}"
+
+
+def _between(low: float, high: float) -> Callable[[float], str | None]:
+    def check(value: float) -> str | None:
+        if not math.isfinite(value) or not low <= value <= high:
+            return f"must be between {low:g} and {high:g}"
+        return None
+
+    return check
+
+
+def _top_p(value: float) -> str | None:
+    if not math.isfinite(value) or not 0.0 < value <= 1.0:
+        return "must be in (0, 1]"
+    return None
+
+
+def _optional_at_least(low: int) -> Callable[[int | None], str | None]:
+    def check(value: int | None) -> str | None:
+        return None if value is None or value >= low else f"must be null or at least {low}"
+
+    return check
+
+
+def _validated(default: Any, check: Callable[[Any], str | None] | None = None, **kwargs: Any) -> Any:
+    return field(default=default, metadata={"check": check}, **kwargs)
+
+
+@dataclass
+class Settings:
+    """Server and engine settings; every field has a default."""
+
+    #: "tiny" = built-in offline model; a local directory or a Hugging Face hub id
+    model: str = _validated(DEFAULT_MODEL, _nonempty)
+    device: str = _validated("auto", _device)
+    dtype: str = _validated("auto", _dtype)
+    #: any name of `adaptrack_lsp.completion.decoders.DECODERS`
+    decoder: str = _validated("adaptrack", _decoder)
+    #: 0 = greedy ghost text; completion lists sample at max(temperature, 1.0)
+    temperature: float = _validated(0.0, _between(0.0, 10.0))
+    num_samples: int = _validated(5, _between(1, 64))
+    max_new_tokens: int = _validated(48, _between(1, 1024))
+    #: None = unbounded backtracking (exact AdapTrack)
+    max_backtrack_distance: int | None = _validated(None, _optional_at_least(0))
+    top_p_validity: float = _validated(1.0, _top_p)
+    #: None = workspace .venv/venv, else $VIRTUAL_ENV, else the server's interpreter
+    python_path: str | None = _validated(None)
+    #: path to a SnapshotIndex JSON file; None = ask the live environment
+    api_snapshot: str | None = _validated(None)
+    runtime_introspection: bool = _validated(True)
+    timeout_ms: int = _validated(3000, _between(1, 600_000))
+    multiline: bool = _validated(False)
+    trust_remote_code: bool = _validated(False)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    #: fields whose change needs the model to be loaded again
+    MODEL_FIELDS = ("model", "device", "dtype", "trust_remote_code")
+
+    def model_key(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.MODEL_FIELDS)
+
+
+def to_camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+CAMEL_TO_FIELD = {to_camel(name): name for name in FIELDS}
+
+
+# -- strict scalar hooks: "3" is not an int, 3.5 is not an int, 1 is not a bool ----------
+def _strict_int(value: Any, _type: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise TypeError(f"expected an integer, got {value!r}")
+
+
+def _strict_float(value: Any, _type: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _strict_bool(value: Any, _type: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _strict_str(value: Any, _type: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def make_converter() -> cattrs.Converter:
+    """A cattrs converter: strict scalars, camelCase names for `Settings`."""
+    converter = cattrs.Converter()
+    converter.register_structure_hook(int, _strict_int)
+    converter.register_structure_hook(float, _strict_float)
+    converter.register_structure_hook(bool, _strict_bool)
+    converter.register_structure_hook(str, _strict_str)
+    renames = {name: override(rename=to_camel(name)) for name in FIELDS}
+    converter.register_unstructure_hook(Settings, make_dict_unstructure_fn(Settings, converter, **renames))
+    return converter
+
+
+converter = make_converter()
+
+
+def settings_to_wire(settings: Settings) -> dict[str, Any]:
+    """camelCase dict, as editors send it."""
+    return converter.unstructure(settings)
+
+
+def _field_type(name: str) -> Any:
+    import typing
+
+    return typing.get_type_hints(Settings)[name]
+
+
+def unwrap_section(raw: Any) -> Any:
+    """didChangeConfiguration sends `{"adaptrack": {...}}`; accept the bare object too."""
+    if isinstance(raw, Mapping) and SETTINGS_SECTION in raw and isinstance(raw[SETTINGS_SECTION], Mapping):
+        return raw[SETTINGS_SECTION]
+    return raw
+
+
+def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Settings from a camelCase (or snake_case) mapping laid over `base` (defaults).
+
+    Never raises.  Returns the settings and a list of problems, one per rejected value,
+    each naming the setting (camelCase) and what was wrong; rejected fields keep their
+    base value.  An explicit null restores a field's default.  Unknown keys are ignored
+    (editors may send their own keys) and logged.
+    """
+    base = base if base is not None else Settings()
+    problems: list[str] = []
+    raw = unwrap_section(raw)
+    if raw is None:
+        return base, problems
+    if not isinstance(raw, Mapping):
+        return base, [f"settings must be an object, got {type(raw).__name__}; using defaults"]
+    defaults = Settings()
+    changes: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            continue
+        name = CAMEL_TO_FIELD.get(key) or (key if key in FIELDS else None)
+        if name is None:
+            logger.info("ignoring unknown setting %r", key)
+            continue
+        wire_name = to_camel(name)
+        if value is None:
+            changes[name] = getattr(defaults, name)
+            continue
+        try:
+            structured = converter.structure(value, _field_type(name))
+        except Exception as error:  # cattrs raises many kinds; each is a bad value
+            problems.append(f"setting {wire_name!r}: {_describe(error)}; using {getattr(base, name)!r}")
+            continue
+        check = FIELDS[name].metadata.get("check")
+        reason = check(structured) if check else None
+        if reason:
+            problems.append(f"setting {wire_name!r}: {value!r} {reason}; using {getattr(base, name)!r}")
+            continue
+        changes[name] = structured
+    return dataclasses.replace(base, **changes), problems
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, cattrs.BaseValidationError):
+        inner = error.exceptions[0] if error.exceptions else error
+        return str(inner)
+    return str(error)

@@ -1,0 +1,398 @@
+"""The pygls language server: thin LSP handlers over `CompletionService`.
+
+Handlers only convert between LSP types and the service; every handler is guarded so
+that a failure answers with an empty result (or a JSON-RPC error) and the server keeps
+running.  What this module owns besides the conversions:
+
+- settings from `initializationOptions` and `workspace/didChangeConfiguration`
+  (`window/showMessage` for invalid values, defaults used for them);
+- the background model load after `initialized`, reported with a server-created
+  `$/progress` ("adaptrack: loading model") and `adaptrack/status` notifications;
+- request plumbing: model work on the service's worker thread, `$/cancelRequest`
+  (the asyncio task is cancelled, decoding stops between LM calls, the client gets
+  RequestCancelled) and supersession (a newer request of the same kind for the same
+  document makes the older one return an empty result);
+- robustness against malformed JSON-RPC (`GuardedProtocol`).
+
+Completion lists sample `numSamples` times at max(temperature, 1.0) (exact samples of
+the constrained distribution), de-duplicate and rank by model probability; ghost text
+is greedy at temperature 0 (the default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+import threading
+from typing import Any, Callable
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+
+from adaptrack_lsp import __version__
+from adaptrack_lsp.completion.service import (
+    CompletionCancelled,
+    CompletionResult,
+    CompletionService,
+    ServiceNotReady,
+)
+from adaptrack_lsp.config import Settings, parse_settings
+
+logger = logging.getLogger(__name__)
+
+STATUS_NOTIFICATION = "adaptrack/status"
+PROGRESS_TITLE = "adaptrack: loading model"
+_WORD_TAIL = re.compile(r"\w*\Z")
+
+
+class GuardedProtocol(LanguageServerProtocol):
+    """pygls' protocol, hardened against malformed messages.
+
+    A request whose params cannot be structured gets a JSON-RPC error response (pygls
+    alone would drop it without an answer); messages that are not JSON-RPC objects are
+    logged and ignored.
+    """
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            message_id = data.get("id") if isinstance(data, dict) else None
+            if isinstance(data, dict) and "method" in data and _valid_id(message_id):
+                self._send_response(message_id, error=error.to_response_error())
+            logger.warning("dropping malformed message: %s", error)
+            return _Ignored()
+
+    def handle_message(self, message):
+        if isinstance(message, _Ignored):
+            return
+        if not hasattr(message, "jsonrpc"):
+            logger.warning("ignoring a message that is not a JSON-RPC object: %.200r", message)
+            return
+        try:
+            super().handle_message(message)
+        except Exception:
+            logger.exception("failed to handle a message")
+
+
+class _Ignored:
+    """Stands in for a message that was already answered or must be dropped."""
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+class AdaptrackServer(LanguageServer):
+    """Language server state: settings, the completion service, model-load progress."""
+
+    def __init__(self, service_factory: Callable[..., CompletionService] = CompletionService, **kwargs):
+        super().__init__("adaptrack-lsp", __version__, protocol_cls=GuardedProtocol, **kwargs)
+        self.settings = Settings()
+        self.service_factory = service_factory
+        self.service: CompletionService | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pending_problems: list[str] = []
+        self._progress_ids = itertools.count(1)
+        self._load_lock = threading.Lock()
+        self._status: tuple[str, str] | None = None
+        self._not_ready_logged = False
+
+    # -- errors never take the server down ------------------------------------------------
+    def report_server_error(self, error: Exception, source) -> None:
+        logger.error("server error (%s): %s", getattr(source, "__name__", source), error)
+
+    # -- notifications (safe from any thread) ---------------------------------------------
+    def call_soon(self, function: Callable, *args) -> None:
+        """Run `function(*args)` on the event loop (from the loop or a worker thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            _guarded(function, *args)
+        else:
+            loop.call_soon_threadsafe(_guarded, function, *args)
+
+    def send_status(self, state: str, message: str) -> None:
+        if self._status == (state, message):
+            return
+        self._status = (state, message)
+        self.call_soon(self.protocol.notify, STATUS_NOTIFICATION, {"state": state, "message": message})
+
+    def show_message(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        self.call_soon(self.window_show_message, types.ShowMessageParams(type=kind, message=message))
+
+    def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.call_soon(self.window_log_message, types.LogMessageParams(type=kind, message=message))
+
+    def report_problems(self, problems: list[str]) -> None:
+        for problem in problems:
+            self.show_message(f"adaptrack: {problem}", types.MessageType.Warning)
+
+    # -- model loading ------------------------------------------------------------------------
+    async def start_model_load(self) -> None:
+        """Load the model in the background with `$/progress` and `adaptrack/status`."""
+        service = self.service
+        if service is None:
+            return
+        token = None
+        if _client_supports_progress(self):
+            token = f"adaptrack-load-{next(self._progress_ids)}"
+            try:
+                await asyncio.wait_for(self.work_done_progress.create_async(token), timeout=10)
+            except Exception:
+                logger.info("client did not accept a progress token; loading without progress")
+                token = None
+        if token is not None:
+            self.work_done_progress.begin(
+                token,
+                types.WorkDoneProgressBegin(
+                    title=PROGRESS_TITLE, message=self.settings.model, percentage=0, cancellable=False
+                ),
+            )
+        self._not_ready_logged = False
+        self.send_status("loading", f"loading {self.settings.model}")
+
+        def progress(message: str, percentage: int | None = None) -> None:
+            if token is not None:
+                value = types.WorkDoneProgressReport(message=message, percentage=percentage)
+                self.call_soon(self.work_done_progress.report, token, value)
+
+        def done(state: str, message: str) -> None:
+            if token is not None:
+                end = types.WorkDoneProgressEnd(message=message)
+                self.call_soon(self.work_done_progress.end, token, end)
+            self.send_status("ready" if state == "ready" else "error", message)
+            if state != "ready":
+                self.show_message(f"adaptrack: {message}", types.MessageType.Error)
+
+        service.load_in_background(progress=progress, done=done)
+
+    # -- documents --------------------------------------------------------------------------
+    def document_and_offset(self, uri: str, position: types.Position):
+        """(document, text, offset) for an open document, or None (unknown URI or a
+        position outside the document)."""
+        document = self.workspace.text_documents.get(_unquote(uri))
+        if document is None:
+            return None
+        text = document.source
+        lines = document.lines
+        if position.line < 0 or position.character < 0:
+            return None
+        if position.line >= len(lines):
+            if position.line == len(lines) and (not lines or lines[-1].endswith(("\n", "\r"))):
+                return document, text, len(text)
+            return None
+        line = lines[position.line]
+        content = line.rstrip("\r\n")
+        server_position = document.position_codec.position_from_client_units(lines, position)
+        column = min(server_position.character, len(content))
+        offset = sum(len(l) for l in lines[: position.line]) + column
+        return document, text, offset
+
+    async def run_completion(self, uri: str, position: types.Position, mode: str) -> CompletionResult | None:
+        """The service's result for a cursor; None when there is nothing to answer
+        (not ready, unknown document, superseded).  Cancellation propagates."""
+        service = self.service
+        if service is None or not service.ready:
+            if not self._not_ready_logged:
+                self._not_ready_logged = True
+                state = service.message if service is not None else "not initialized"
+                self.log_message(f"adaptrack: no completions yet ({state})")
+            return None
+        located = self.document_and_offset(uri, position)
+        if located is None:
+            return None
+        _, text, offset = located
+        cancel = threading.Event()
+        try:
+            future = service.submit(text, offset, document=_unquote(uri), mode=mode, cancelled=cancel.is_set)
+        except ServiceNotReady:
+            return None
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+        except CompletionCancelled as cancelled:
+            logger.debug("completion %s", cancelled.reason)
+            return None
+        except ServiceNotReady:
+            return None
+
+
+def _guarded(function: Callable, *args) -> None:
+    try:
+        function(*args)
+    except Exception:
+        logger.exception("sending a message to the client failed")
+
+
+def _unquote(uri: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(uri)
+
+
+def _client_supports_progress(server: LanguageServer) -> bool:
+    try:
+        window = server.client_capabilities.window
+        return bool(window and window.work_done_progress)
+    except Exception:
+        return False
+
+
+def _root_path(params: types.InitializeParams) -> str | None:
+    from pygls.uris import to_fs_path
+
+    uri = params.root_uri
+    if uri is None and params.workspace_folders:
+        uri = params.workspace_folders[0].uri
+    if uri is not None:
+        return to_fs_path(uri)
+    return params.root_path
+
+
+# -- conversions ------------------------------------------------------------------------------
+def inline_items(result: CompletionResult | None, position: types.Position) -> types.InlineCompletionList:
+    if result is None:
+        return types.InlineCompletionList(items=[])
+    cursor = types.Range(start=position, end=position)
+    return types.InlineCompletionList(
+        items=[types.InlineCompletionItem(insert_text=c.text, range=cursor) for c in result.candidates if c.text]
+    )
+
+
+def completion_list(result: CompletionResult | None, server: AdaptrackServer, uri: str, position: types.Position):
+    if result is None:
+        return types.CompletionList(is_incomplete=True, items=[])
+    located = server.document_and_offset(uri, position)
+    if located is None:
+        return types.CompletionList(is_incomplete=True, items=[])
+    document, text, offset = located
+    line_start = text.rfind("\n", 0, offset) + 1
+    word = _WORD_TAIL.search(text[line_start:offset]).group(0)
+    start = document.client_position_at_offset(offset - len(word)) if word else position
+    edit_range = types.Range(start=start, end=position)
+    items = []
+    for rank, candidate in enumerate(result.candidates):
+        new_text = word + candidate.text
+        items.append(
+            types.CompletionItem(
+                label=new_text,
+                kind=types.CompletionItemKind.Text,
+                detail=candidate.detail,
+                sort_text=f"{rank:04d}",
+                filter_text=new_text,
+                text_edit=types.TextEdit(range=edit_range, new_text=new_text),
+                data={
+                    "logprob": candidate.logprob,
+                    "valid": candidate.valid,
+                    "counters": result.counters,
+                    "constraint": result.constraint.as_dict(),
+                },
+            )
+        )
+    return types.CompletionList(is_incomplete=False, items=items)
+
+
+# -- the server and its handlers ------------------------------------------------------------------
+def create_server(service_factory: Callable[..., CompletionService] = CompletionService) -> AdaptrackServer:
+    server = AdaptrackServer(service_factory=service_factory)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: AdaptrackServer, params: types.InitializeParams) -> None:
+        try:
+            ls.settings, problems = parse_settings(params.initialization_options, ls.settings)
+            ls.pending_problems.extend(problems)
+            ls.service = ls.service_factory(ls.settings, workspace_root=_root_path(params))
+        except Exception as error:
+            logger.exception("initialize failed")
+            ls.pending_problems.append(f"initialization problem: {error}")
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: AdaptrackServer, params: types.InitializedParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        try:
+            ls.report_problems(ls.pending_problems)
+            ls.pending_problems.clear()
+            if ls.service is None:
+                ls.service = ls.service_factory(ls.settings)
+            await ls.start_model_load()
+        except Exception as error:
+            logger.exception("starting the model load failed")
+            ls.send_status("error", f"could not start loading the model: {error}")
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: AdaptrackServer, params: types.DidChangeConfigurationParams) -> None:
+        try:
+            settings, problems = parse_settings(params.settings, ls.settings)
+            ls.report_problems(problems)
+            ls.settings = settings
+            if ls.service is None:
+                return
+            if ls.service.update_settings(settings) and ls.service.state != "loading":
+                await ls.start_model_load()
+        except Exception:
+            logger.exception("didChangeConfiguration failed")
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AdaptrackServer, params: types.DidOpenTextDocumentParams) -> None:
+        try:
+            if ls.service is not None:
+                ls.service.warm_up(params.text_document.text)
+        except Exception:
+            logger.exception("warming up the API index failed")
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: AdaptrackServer, params: types.InlineCompletionParams):
+        try:
+            result = await ls.run_completion(params.text_document.uri, params.position, "inline")
+            return inline_items(result, params.position)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("inline completion failed")
+            return types.InlineCompletionList(items=[])
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
+    async def completion(ls: AdaptrackServer, params: types.CompletionParams):
+        try:
+            result = await ls.run_completion(params.text_document.uri, params.position, "list")
+            return completion_list(result, ls, params.text_document.uri, params.position)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("completion failed")
+            return types.CompletionList(is_incomplete=True, items=[])
+
+    # the protocol contract advertises `inlineCompletionProvider: true` (pygls' option
+    # type check only accepts the options object, so the value is set after registering)
+    server.protocol.fm.feature_options[types.TEXT_DOCUMENT_INLINE_COMPLETION] = True
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: AdaptrackServer, params: None) -> None:
+        if ls.service is not None:
+            ls.service.close()
+
+    return server
+
+
+def serve(tcp: bool = False, host: str = "127.0.0.1", port: int = 2087, settings: dict | None = None) -> None:
+    """Run the server on stdio (default) or TCP bound to `host` (127.0.0.1)."""
+    server = create_server()
+    if settings:
+        server.settings, problems = parse_settings(settings, server.settings)
+        server.pending_problems.extend(problems)
+    if tcp:
+        server.start_tcp(host, port)
+    else:
+        server.start_io()

@@ -1,0 +1,97 @@
+"""Settings: defaults, camelCase wire names, per-field validation that never raises."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adaptrack_lsp.config import DEFAULT_MODEL, Settings, parse_settings, settings_to_wire
+
+
+def test_defaults_match_the_protocol_contract():
+    wire = settings_to_wire(Settings())
+    assert wire == {
+        "model": DEFAULT_MODEL,
+        "device": "auto",
+        "dtype": "auto",
+        "decoder": "adaptrack",
+        "temperature": 0.0,
+        "numSamples": 5,
+        "maxNewTokens": 48,
+        "maxBacktrackDistance": None,
+        "topPValidity": 1.0,
+        "pythonPath": None,
+        "apiSnapshot": None,
+        "runtimeIntrospection": True,
+        "timeoutMs": 3000,
+        "multiline": False,
+        "trustRemoteCode": False,
+    }
+    assert DEFAULT_MODEL == "Qwen/Qwen2.5-Coder-1.5B"
+
+
+def test_camel_case_values_are_read():
+    parsed, problems = parse_settings(
+        {"model": "tiny", "numSamples": 3, "maxBacktrackDistance": 2, "topPValidity": 0.9, "timeoutMs": 500,
+         "multiline": True, "pythonPath": "/usr/bin/python3", "decoder": "constrained", "device": "cuda:1"}
+    )
+    assert problems == []
+    assert parsed.model == "tiny" and parsed.num_samples == 3 and parsed.max_backtrack_distance == 2
+    assert parsed.top_p_validity == 0.9 and parsed.timeout_ms == 500 and parsed.multiline is True
+    assert parsed.python_path == "/usr/bin/python3" and parsed.decoder == "constrained" and parsed.device == "cuda:1"
+
+
+def test_section_wrapper_and_snake_case_are_accepted():
+    parsed, problems = parse_settings({"adaptrack": {"max_new_tokens": 12}})
+    assert problems == [] and parsed.max_new_tokens == 12
+
+
+def test_invalid_values_keep_defaults_and_name_the_setting():
+    parsed, problems = parse_settings(
+        {"numSamples": "3", "temperature": True, "topPValidity": 0, "device": "gpu", "decoder": "nope",
+         "maxNewTokens": 2.5, "timeoutMs": -1, "model": "  ", "multiline": "yes", "maxBacktrackDistance": -1}
+    )
+    assert parsed == Settings()
+    named = " ".join(problems)
+    for key in ["numSamples", "temperature", "topPValidity", "device", "decoder", "maxNewTokens", "timeoutMs",
+                "model", "multiline", "maxBacktrackDistance"]:
+        assert f"'{key}'" in named
+    assert len(problems) == 10
+    assert "adaptrack" in next(p for p in problems if "'decoder'" in p)  # lists the valid names
+
+
+def test_one_bad_field_does_not_cost_the_others():
+    parsed, problems = parse_settings({"model": "tiny", "numSamples": "many"})
+    assert parsed.model == "tiny" and parsed.num_samples == 5 and len(problems) == 1
+
+
+def test_updates_merge_over_the_current_settings_and_null_restores_default():
+    current, _ = parse_settings({"model": "tiny", "temperature": 0.7, "apiSnapshot": "/tmp/s.json"})
+    updated, problems = parse_settings({"adaptrack": {"numSamples": 2, "temperature": None, "apiSnapshot": None}}, current)
+    assert problems == []
+    assert updated.model == "tiny" and updated.num_samples == 2
+    assert updated.temperature == 0.0 and updated.api_snapshot is None
+
+
+def test_unknown_keys_are_ignored_and_non_objects_reported():
+    parsed, problems = parse_settings({"trace": {"server": "verbose"}, "model": "tiny"})
+    assert problems == [] and parsed.model == "tiny"
+    parsed, problems = parse_settings(["model", "tiny"])
+    assert parsed == Settings() and len(problems) == 1
+    assert parse_settings(None) == (Settings(), [])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8,
+)
+keys = st.sampled_from(list(settings_to_wire(Settings())) + ["adaptrack", "other"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(keys, json_values, max_size=6) | json_values)
+def test_parse_settings_never_raises(raw):
+    parsed, problems = parse_settings(raw)
+    assert isinstance(parsed, Settings)
+    assert all(isinstance(p, str) for p in problems)
