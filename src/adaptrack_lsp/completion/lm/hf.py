@@ -428,6 +428,21 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+#: below this many parameters a CPU forward pass is faster on one thread than on a pool
+SMALL_MODEL_PARAMETERS = 50_000_000
+
+
+def _choose_cpu_threads(model, device) -> None:
+    """Small models on the CPU: one torch thread (pool hand-offs cost more than the math,
+    badly so on a busy machine).  `OMP_NUM_THREADS` set by the user always wins."""
+    import torch
+
+    if str(device) != "cpu" or "OMP_NUM_THREADS" in os.environ:
+        return
+    if sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS:
+        torch.set_num_threads(1)
+
+
 def load_model(
     name_or_path: str,
     device: str = "auto",
@@ -482,6 +497,7 @@ def load_model(
             f"({'offline mode' if local_only else 'not reachable or not found'}: {type(error).__name__}); {OFFLINE_FIX}"
         ) from error
     model = model.to(torch_device).eval()
+    _choose_cpu_threads(model, torch_device)
     try:
         vocab = vocabulary_for(model, tokenizer)
     except ValueError as error:
