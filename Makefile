@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 MODEL ?= Qwen/Qwen2.5-Coder-1.5B
 
-.PHONY: venv install install-dev npm demo test test-python clean
+.PHONY: venv install install-dev npm demo test test-python bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +25,22 @@ install-dev: venv
 npm:
 	npm ci --no-audit --no-fund
 
+# complete the files in examples/ with $(MODEL); offline, a hub id stops with a message
+# naming MODEL=tiny (built-in) or a local model folder: there is no silent fallback
+demo: install
+	MODEL="$(MODEL)" PY="$(PY)" scripts/demo.sh
+
 test: install-dev npm
 	$(PY) -m pytest -q -ra
 
 test-python: install-dev
 	$(PY) -m pytest -q -ra
+
+# performance figures (minutes; not part of the tests)
+bench: install-dev
+	$(PY) benchmarks/constraint_mask.py
+	$(PY) benchmarks/lsp_latency.py
+	$(PY) benchmarks/decoding_overhead.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules
