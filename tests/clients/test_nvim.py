@@ -1,0 +1,482 @@
+"""Headless Neovim tests of the Lua client in `nvim-client/` (run against Debian's 0.7.2).
+
+Two layers:
+- against a scripted stand-in server (fast): settings and command the client sends,
+  ghost text drawing, accept, dismissal on cursor move / insert-leave, stale requests
+  cancelled, completefunc;
+- against the real `adaptrack_lsp serve` with the built-in tiny model (slow): the ghost
+  text Neovim shows equals what the server answers to a direct LSP client with the same
+  settings (greedy, so deterministic), and accepting it puts exactly that in the buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pynvim = pytest.importorskip("pynvim", reason="pynvim is needed to drive Neovim")
+
+REPO = Path(__file__).resolve().parents[2]
+NVIM_CLIENT = REPO / "nvim-client"
+NVIM = shutil.which("nvim")
+
+pytestmark = pytest.mark.skipif(
+    NVIM is None, reason="nvim is not installed (apt-get install neovim)"
+)
+
+# the real server: tiny model, greedy, short completions, no time budget surprises
+REAL_SETTINGS = {
+    "model": "tiny",
+    "device": "cpu",
+    "temperature": 0.0,
+    "maxNewTokens": 8,
+    "numSamples": 2,
+    "timeoutMs": 300000,
+    "pythonPath": sys.executable,
+}
+READY_TIMEOUT_S = float(os.environ.get("ADAPTRACK_READY_TIMEOUT_S", "420"))
+ANSWER_TIMEOUT_S = 300.0
+
+# -- a scripted stand-in server ------------------------------------------------------------
+FAKE_SERVER = r'''
+"""Scripted LSP server: answers inline completion with a fixed text after a delay and
+records what the client sent (initializationOptions, settings, cancellations)."""
+import json, sys, threading, time
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+LOG = sys.argv[1]
+DELAY = float(sys.argv[2])
+server = LanguageServer("fake-adaptrack", "0")
+lock = threading.Lock()
+
+def record(kind, value):
+    with lock, open(LOG, "a") as log:
+        log.write(json.dumps({"kind": kind, "value": value}) + "\n")
+
+@server.feature(types.INITIALIZE)
+def initialize(ls, params):
+    record("initializationOptions", params.initialization_options)
+
+@server.feature(types.INITIALIZED)
+def initialized(ls, params):
+    ls.protocol.notify("adaptrack/status", {"state": "loading", "message": "loading fake"})
+    ls.protocol.notify("adaptrack/status", {"state": "ready", "message": "fake ready"})
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls, params):
+    record("didChangeConfiguration", params.settings)
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline(ls, params):
+    import asyncio
+    document = ls.workspace.get_text_document(params.text_document.uri)
+    line = document.lines[params.position.line].rstrip("\n")
+    record("inlineRequest", {"line": line, "character": params.position.character})
+    try:
+        await asyncio.sleep(DELAY)
+    except asyncio.CancelledError:
+        record("cancelled", {"line": line})
+        raise
+    prefix = line[: params.position.character]
+    text = "arange(10)" if prefix.endswith("np.") else ("ange(3)" if prefix.endswith("np.ar") else "")
+    record("inlineAnswer", {"line": line, "text": text})
+    cursor = types.Range(start=params.position, end=params.position)
+    items = [types.InlineCompletionItem(insert_text=text, range=cursor)] if text else []
+    return types.InlineCompletionList(items=items)
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
+def completion(ls, params):
+    document = ls.workspace.get_text_document(params.text_document.uri)
+    line = document.lines[params.position.line]
+    end = params.position.character
+    start = end
+    while start > 0 and (line[start - 1].isalnum() or line[start - 1] == "_"):
+        start -= 1
+    word = line[start:end]
+    edit_range = types.Range(start=types.Position(line=params.position.line, character=start), end=params.position)
+    items = [
+        types.CompletionItem(label=word + rest, text_edit=types.TextEdit(range=edit_range, new_text=word + rest))
+        for rest in ("ange(3)", "ray([1])")
+    ]
+    return types.CompletionList(is_incomplete=False, items=items)
+
+server.protocol.fm.feature_options[types.TEXT_DOCUMENT_INLINE_COMPLETION] = True
+server.start_io()
+'''
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def start_nvim(tmp_path: Path, setup_options: dict):
+    """Embedded headless Neovim whose init.lua runs `require('adaptrack').setup(options)`."""
+    init = tmp_path / "init.lua"
+    init.write_text(
+        textwrap.dedent(
+            f"""
+            vim.opt.runtimepath:prepend({json.dumps(str(NVIM_CLIENT))})
+            vim.opt.swapfile = false
+            vim.opt.shadafile = 'NONE'
+            require('adaptrack').setup(vim.fn.json_decode({json.dumps(json.dumps(setup_options))}))
+            """
+        )
+    )
+    return pynvim.attach(
+        "child",
+        argv=[NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", str(init)],
+    )
+
+
+def ghost(nvim) -> str | None:
+    return nvim.exec_lua("return require('adaptrack').ghost_text()")
+
+
+def rendered_ghost(nvim) -> str:
+    """The text the extmarks actually draw: inline virt_text, then virt_lines."""
+    marks = nvim.exec_lua(
+        "return vim.api.nvim_buf_get_extmarks(0, require('adaptrack.ghost').namespace, 0, -1, {details = true})"
+    )
+    parts = []
+    for _mark_id, _row, _col, details in marks:
+        first = "".join(chunk[0] for chunk in details.get("virt_text", []))
+        rest = [
+            "".join(chunk[0] for chunk in line)
+            for line in details.get("virt_lines", [])
+        ]
+        parts.append("\n".join([first, *rest]))
+    return "".join(parts)
+
+
+def quit_nvim(nvim) -> None:
+    # the connection closes while `qa!` runs, which pynvim may report as an error
+    with contextlib.suppress(OSError, EOFError, pynvim.NvimError):
+        nvim.command("qa!")
+    nvim.close()
+
+
+def read_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# -- fast tests against the scripted server --------------------------------------------------
+@pytest.fixture
+def fake(tmp_path):
+    server_script = tmp_path / "fake_server.py"
+    server_script.write_text(FAKE_SERVER)
+    log = tmp_path / "server-log.jsonl"
+    source = tmp_path / "example.py"
+    source.write_text("import numpy as np\n\nvalues = np\n")
+
+    def launch(delay: float = 0.2, **options):
+        setup = {
+            "cmd": [sys.executable, str(server_script), str(log), str(delay)],
+            "settings": {"model": "tiny", "num_samples": 2, "maxNewTokens": 8},
+            "ghost_text": {"debounce_ms": 30},
+        }
+        setup.update(options)
+        nvim = start_nvim(tmp_path, setup)
+        nvim.command(f"edit {source}")
+        wait_until(
+            lambda: (
+                nvim.exec_lua("return select(1, require('adaptrack').status())")
+                == "ready"
+            ),
+            30,
+            "ready",
+        )
+        return nvim
+
+    launched = []
+
+    def factory(*args, **kwargs):
+        nvim = launch(*args, **kwargs)
+        launched.append(nvim)
+        return nvim
+
+    factory.log = log
+    yield factory
+    for nvim in launched:
+        quit_nvim(nvim)
+
+
+def test_settings_reach_the_server_camel_cased(fake):
+    nvim = fake()
+    events = read_log(fake.log)
+    expected = {"model": "tiny", "numSamples": 2, "maxNewTokens": 8}
+    assert [e["value"] for e in events if e["kind"] == "initializationOptions"] == [
+        expected
+    ]
+    # Neovim 0.7 sends no didChangeConfiguration at start (later versions repeat the settings)
+    assert all(
+        e["value"] == {"adaptrack": expected}
+        for e in events
+        if e["kind"] == "didChangeConfiguration"
+    )
+
+    nvim.exec_lua("require('adaptrack').update_settings({ temperature = 0.5 })")
+    wait_until(
+        lambda: (
+            {"adaptrack": {**expected, "temperature": 0.5}}
+            in [
+                e["value"]
+                for e in read_log(fake.log)
+                if e["kind"] == "didChangeConfiguration"
+            ]
+        ),
+        10,
+        "updated settings",
+    )
+
+
+def test_ghost_text_accept_and_dismiss(fake):
+    nvim = fake()
+    nvim.input("GA.")
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text") == "arange(10)"
+    assert rendered_ghost(nvim) == "arange(10)"
+    assert nvim.current.line == "values = np.", "ghost text must not change the buffer"
+
+    # moving the cursor dismisses it
+    nvim.input("<Left>")
+    wait_until(lambda: ghost(nvim) is None, 5, "dismissal on cursor move")
+    assert rendered_ghost(nvim) == ""
+
+    # typing brings a new one; Tab accepts it and leaves the cursor after it
+    nvim.input("<End>ar")
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text after np.ar") == "ange(3)"
+    nvim.input("<Tab>")
+    wait_until(lambda: nvim.current.line == "values = np.arange(3)", 5, "accepted text")
+    assert tuple(nvim.current.window.cursor) == (3, len("values = np.arange(3)"))
+    assert nvim.api.get_mode()["mode"] == "i"
+
+    # leaving insert mode clears everything, including the request the edit triggered
+    nvim.input("<Esc>")
+    wait_until(
+        lambda: not nvim.exec_lua("return require('adaptrack').pending()"),
+        5,
+        "no pending request",
+    )
+    assert ghost(nvim) is None and rendered_ghost(nvim) == ""
+
+
+def test_tab_without_suggestion_is_a_normal_tab(fake):
+    nvim = fake(ghost_text={"debounce_ms": 30, "auto_trigger": False})
+    nvim.command("setlocal noexpandtab softtabstop=0")
+    nvim.input("GA x<Tab>")
+    wait_until(lambda: nvim.current.line.endswith("x\t"), 5, "a literal tab")
+    assert ghost(nvim) is None
+
+
+def test_stale_requests_are_cancelled_and_ignored(fake):
+    nvim = fake(delay=1.5)
+    nvim.input("GA.")
+    wait_until(
+        lambda: any(e["kind"] == "inlineRequest" for e in read_log(fake.log)),
+        10,
+        "first request",
+    )
+    nvim.input("ar")  # the answer for "np." is now stale
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text for np.ar") == "ange(3)"
+    events = read_log(fake.log)
+    assert {"line": "values = np."} in [
+        e["value"] for e in events if e["kind"] == "cancelled"
+    ]
+    assert rendered_ghost(nvim) == "ange(3)"
+
+
+def test_completefunc_lists_server_items(fake):
+    nvim = fake(ghost_text={"enabled": False})
+    assert nvim.eval("&completefunc") == "v:lua.adaptrack_completefunc"
+    nvim.input("GA.ar<C-x><C-u>")
+    items = wait_until(
+        lambda: nvim.exec_lua("return vim.fn.complete_info({'items'}).items") or None,
+        10,
+        "popup items",
+    )
+    assert [item["word"] for item in items] == ["arange(3)", "array([1])"]
+    assert all(item["menu"] == "[adaptrack]" for item in items)
+
+
+def test_restart_starts_a_new_server_with_the_same_settings(fake):
+    nvim = fake()
+    first_id = nvim.exec_lua("return require('adaptrack').get_client().id")
+    nvim.command("AdaptrackRestart")
+
+    def new_client_ready():
+        client_id = nvim.exec_lua(
+            "local c = require('adaptrack').get_client(); return c and c.id"
+        )
+        state = nvim.exec_lua("return select(1, require('adaptrack').status())")
+        return client_id not in (None, first_id) and state == "ready"
+
+    wait_until(new_client_ready, 30, "a new ready server")
+    options = [
+        e["value"] for e in read_log(fake.log) if e["kind"] == "initializationOptions"
+    ]
+    assert len(options) == 2 and options[0] == options[1]
+
+
+def test_bad_options_fail_with_a_message_naming_them(tmp_path):
+    nvim = pynvim.attach(
+        "child", argv=[NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", "NONE"]
+    )
+    try:
+        nvim.exec_lua(f"vim.opt.runtimepath:prepend({json.dumps(str(NVIM_CLIENT))})")
+        for options, message in [
+            ("{ settings = { modle = 'tiny' } }", 'unknown setting "modle"'),
+            (
+                "{ settings = { num_samples = '5' } }",
+                'setting "num_samples" must be a number',
+            ),
+            (
+                "{ ghost_text = { debounce = 10 } }",
+                "unknown option ghost_text.debounce",
+            ),
+            (
+                "{ native_inline_completion = 'yes' }",
+                "native_inline_completion must be true, false or 'auto'",
+            ),
+        ]:
+            ok, error = nvim.exec_lua(
+                f"return {{ pcall(require('adaptrack').setup, {options}) }}"
+            )
+            assert ok is False
+            assert message in error
+    finally:
+        nvim.close()
+
+
+# -- slow test against the real server -------------------------------------------------------
+async def _server_answer(
+    workspace: Path, source: Path, text: str, line: int, character: int
+) -> str:
+    from lsprotocol import types
+    from pygls.lsp.client import LanguageClient
+
+    client = LanguageClient("direct-check", "0")
+    ready = asyncio.get_running_loop().create_future()
+
+    @client.feature("adaptrack/status")
+    def status(ls, params):  # pygls passes the client only to a parameter named "ls"
+        if params.state in ("ready", "error") and not ready.done():
+            ready.set_result((params.state, params.message))
+
+    await client.start_io(sys.executable, "-m", "adaptrack_lsp", "serve")
+    try:
+        await client.initialize_async(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(),
+                root_uri=workspace.as_uri(),
+                initialization_options=REAL_SETTINGS,
+            )
+        )
+        client.initialized(types.InitializedParams())
+        state, message = await asyncio.wait_for(ready, READY_TIMEOUT_S)
+        assert state == "ready", message
+        uri = source.as_uri()
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="python", version=1, text=text
+                )
+            )
+        )
+        result = await asyncio.wait_for(
+            client.text_document_inline_completion_async(
+                types.InlineCompletionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    position=types.Position(line=line, character=character),
+                    context=types.InlineCompletionContext(
+                        trigger_kind=types.InlineCompletionTriggerKind.Invoked
+                    ),
+                )
+            ),
+            ANSWER_TIMEOUT_S,
+        )
+        assert result is not None and result.items, (
+            f"the server gave no inline completion: {result}"
+        )
+        insert = result.items[0].insert_text
+        return insert if isinstance(insert, str) else insert.value
+    finally:
+        await asyncio.wait_for(client.shutdown_async(None), 30)
+        client.exit(None)
+        await client.stop()
+
+
+@pytest.mark.slow
+def test_ghost_text_equals_the_real_server_answer(tmp_path):
+    source = tmp_path / "example.py"
+    source.write_text("import numpy as np\n\nvalues = np\n")
+    typed = "import numpy as np\n\nvalues = np.\n"
+    answer = asyncio.run(
+        _server_answer(tmp_path, source, typed, 2, len("values = np."))
+    )
+    assert answer.strip(), f"empty answer {answer!r}"
+
+    nvim = start_nvim(
+        tmp_path,
+        {
+            "python": sys.executable,
+            "settings": REAL_SETTINGS,
+            "ghost_text": {"debounce_ms": 50},
+        },
+    )
+    try:
+        nvim.command(f"edit {source}")
+        state = wait_until(
+            lambda: nvim.exec_lua(
+                "local s = require('adaptrack').status(); return s ~= 'starting' and s ~= 'loading' and s ~= 'stopped' and s"
+            ),
+            READY_TIMEOUT_S,
+            "the server to load the tiny model",
+            interval=0.5,
+        )
+        assert state == "ready", nvim.exec_lua(
+            "return select(2, require('adaptrack').status())"
+        )
+        nvim.input("GA.")
+        shown = wait_until(
+            lambda: ghost(nvim),
+            ANSWER_TIMEOUT_S,
+            "ghost text from the real server",
+            interval=0.2,
+        )
+        assert shown == answer
+        assert rendered_ghost(nvim) == answer
+        assert nvim.current.buffer[:] == ["import numpy as np", "", "values = np."]
+
+        nvim.input("<Tab>")
+        wait_until(lambda: nvim.current.line != "values = np.", 10, "the accepted text")
+        assert (
+            "\n".join(nvim.current.buffer[:])
+            == "import numpy as np\n\nvalues = np." + answer
+        )
+        nvim.input("<Esc>")
+        wait_until(
+            lambda: not nvim.exec_lua("return require('adaptrack').pending()"),
+            10,
+            "no pending request",
+        )
+        assert rendered_ghost(nvim) == ""
+    finally:
+        quit_nvim(nvim)

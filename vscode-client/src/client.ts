@@ -1,0 +1,226 @@
+/**
+ * Language client lifecycle inside VS Code.
+ *
+ * Owns: finding the Python extension's interpreter, creating the `LanguageClient` from
+ * the launch description (`server.ts`) and settings (`settings.ts`), start / stop /
+ * restart, forwarding settings changes as `workspace/didChangeConfiguration`, and
+ * feeding `adaptrack/status` and model-loading progress into the status model.
+ */
+import * as vscode from 'vscode';
+import {
+  DidChangeConfigurationNotification,
+  Executable,
+  LanguageClient,
+  LanguageClientOptions,
+  RevealOutputChannelOn,
+  State,
+} from 'vscode-languageclient/node';
+import { PythonExtension } from '@vscode/python-extension';
+
+import { buildServerLaunch, describeLaunch, resolveInterpreter, ServerLaunch } from './server';
+import { ExtensionSettings, PathContext, readSettings, SECTION, toDidChangeConfigurationParams, toInitializationOptions } from './settings';
+import { StatusModel, STATUS_NOTIFICATION } from './status';
+
+const PYTHON_EXTENSION_ID = 'ms-python.python';
+
+export function currentPathContext(): PathContext {
+  return { workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
+}
+
+export function currentSettings(): ExtensionSettings {
+  return readSettings(vscode.workspace.getConfiguration(SECTION));
+}
+
+/** The Python extension's active interpreter, or undefined when it is not installed or has none. */
+export async function pythonExtensionInterpreter(log: vscode.LogOutputChannel): Promise<string | undefined> {
+  if (!vscode.extensions.getExtension(PYTHON_EXTENSION_ID)) {
+    return undefined;
+  }
+  try {
+    const api = await PythonExtension.api();
+    const resource = vscode.workspace.workspaceFolders?.[0]?.uri;
+    const environment = await api.environments.resolveEnvironment(api.environments.getActiveEnvironmentPath(resource));
+    return environment?.executable.uri?.fsPath;
+  } catch (error) {
+    log.warn(`could not ask the Python extension for its interpreter: ${String(error)}`);
+    return undefined;
+  }
+}
+
+/** Subscribe to the Python extension's interpreter changes (no-op without that extension). */
+export async function onPythonInterpreterChange(listener: () => void): Promise<vscode.Disposable | undefined> {
+  if (!vscode.extensions.getExtension(PYTHON_EXTENSION_ID)) {
+    return undefined;
+  }
+  try {
+    const api = await PythonExtension.api();
+    return api.environments.onDidChangeActiveEnvironmentPath(() => listener());
+  } catch {
+    return undefined;
+  }
+}
+
+export class ServerManager implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private settings: ExtensionSettings | undefined;
+  /** serialises start/stop/restart so that commands fired in a row do not interleave */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly log: vscode.LogOutputChannel,
+    private readonly status: StatusModel,
+  ) {}
+
+  get languageClient(): LanguageClient | undefined {
+    return this.client;
+  }
+
+  get launch(): ServerLaunch | undefined {
+    return this.lastLaunch;
+  }
+
+  private lastLaunch: ServerLaunch | undefined;
+
+  start(): Promise<void> {
+    return this.enqueue(() => this.doStart());
+  }
+
+  stop(): Promise<void> {
+    return this.enqueue(() => this.doStop());
+  }
+
+  restart(): Promise<void> {
+    return this.enqueue(async () => {
+      await this.doStop();
+      await this.doStart();
+    });
+  }
+
+  /** Send the current server settings to a running server. */
+  async notifySettings(settings: ExtensionSettings): Promise<void> {
+    this.settings = settings;
+    if (!this.client || !this.client.isRunning()) {
+      return;
+    }
+    try {
+      const params = toDidChangeConfigurationParams(settings, currentPathContext());
+      await this.client.sendNotification(DidChangeConfigurationNotification.type, params);
+    } catch (error) {
+      this.log.error(`could not send the settings to the server: ${String(error)}`);
+      this.status.set('error', `invalid setting: ${String(error)}`);
+    }
+  }
+
+  private enqueue(task: () => Promise<void>): Promise<void> {
+    const next = this.queue.then(task, task);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async doStart(): Promise<void> {
+    if (this.client) {
+      return;
+    }
+    const settings = currentSettings();
+    this.settings = settings;
+    if (!settings.enable) {
+      this.status.set('disabled');
+      return;
+    }
+    this.status.set('starting');
+    let client: LanguageClient;
+    try {
+      const pathContext = currentPathContext();
+      // ask the Python extension only when the setting does not name an interpreter
+      const fromSetting =
+        resolveInterpreter({ serverInterpreter: settings.serverInterpreter, serverArgs: [], pathContext }).source === 'setting';
+      const launch = buildServerLaunch({
+        serverInterpreter: settings.serverInterpreter,
+        serverArgs: settings.serverArgs,
+        pythonExtensionInterpreter: fromSetting ? undefined : await pythonExtensionInterpreter(this.log),
+        pathContext,
+      });
+      this.lastLaunch = launch;
+      this.log.info(`starting server: ${describeLaunch(launch)}`);
+      const executable: Executable = {
+        command: launch.command,
+        args: launch.args,
+        options: { cwd: launch.cwd, env: launch.env },
+      };
+      const clientOptions: LanguageClientOptions = {
+        documentSelector: [
+          { scheme: 'file', language: 'python' },
+          { scheme: 'untitled', language: 'python' },
+        ],
+        initializationOptions: toInitializationOptions(settings, pathContext),
+        outputChannel: this.log,
+        revealOutputChannelOn: RevealOutputChannelOn.Never,
+        middleware: {
+          handleWorkDoneProgress: (token, params, next) => {
+            this.status.applyProgress(token, params);
+            next(token, params);
+          },
+        },
+      };
+      client = new LanguageClient(SECTION, 'adaptrack', executable, clientOptions);
+    } catch (error) {
+      this.log.error(`cannot start the server: ${String(error)}`);
+      this.status.set('error', String(error));
+      return;
+    }
+    client.onDidChangeState((event) => {
+      if (event.newState === State.Starting) {
+        this.status.set('starting');
+      } else if (event.newState === State.Stopped && this.status.state !== 'error') {
+        this.status.set('stopped');
+      }
+    });
+    client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
+      this.status.applyNotification(params);
+      const message = (params as { message?: string } | null)?.message ?? '';
+      this.log.info(`server status: ${JSON.stringify(params)}`);
+      if ((params as { state?: string } | null)?.state === 'error') {
+        void vscode.window.showErrorMessage(`adaptrack: ${message}`, 'Show Logs').then((choice) => {
+          if (choice) {
+            this.log.show();
+          }
+        });
+      }
+    });
+    this.client = client;
+    try {
+      await client.start();
+      if (this.status.state === 'starting') {
+        // the server reports its own state right after `initialized`; until then it is loading
+        this.status.set('loading');
+      }
+    } catch (error) {
+      this.log.error(`the server did not start: ${String(error)}`);
+      this.status.set('error', `the server did not start (${this.lastLaunch?.command ?? '?'}): ${String(error)}`);
+      this.client = undefined;
+      await client.dispose().catch(() => undefined);
+    }
+  }
+
+  private async doStop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (!client) {
+      return;
+    }
+    try {
+      if (client.isRunning()) {
+        await client.stop(5000);
+      }
+    } catch (error) {
+      this.log.warn(`stopping the server: ${String(error)}`);
+    } finally {
+      await client.dispose().catch(() => undefined);
+    }
+    this.status.set(this.settings?.enable === false ? 'disabled' : 'stopped');
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * How the language server process is launched.
+ *
+ * Owns: choosing the interpreter that runs `python -m adaptrack_lsp serve` (the
+ * `adaptrack.serverInterpreter` setting, else the Python extension's active interpreter,
+ * else `python3`) and the full launch description (command, arguments, cwd, env).  No
+ * `vscode` import, so the protocol test starts the server exactly as the extension does.
+ */
+import { expandPathVariables, PathContext } from './settings';
+
+export const SERVER_MODULE = 'adaptrack_lsp';
+export const FALLBACK_INTERPRETER = process.platform === 'win32' ? 'python' : 'python3';
+
+export type InterpreterSource = 'setting' | 'python-extension' | 'fallback';
+
+export interface ServerLaunch {
+  command: string;
+  args: string[];
+  cwd?: string;
+  env: Record<string, string | undefined>;
+  /** where the interpreter came from, for the log */
+  interpreterSource: InterpreterSource;
+}
+
+export interface LaunchInputs {
+  /** `adaptrack.serverInterpreter` (null or empty: not set) */
+  serverInterpreter: string | null;
+  /** `adaptrack.serverArgs` */
+  serverArgs: string[];
+  /** the Python extension's active interpreter, when that extension is installed and has one */
+  pythonExtensionInterpreter?: string | null;
+  pathContext?: PathContext;
+  /** base environment of the server process (default: this process's) */
+  env?: Record<string, string | undefined>;
+}
+
+/** The interpreter that runs the server, and where it came from. */
+export function resolveInterpreter(inputs: LaunchInputs): { interpreter: string; source: InterpreterSource } {
+  const configured = inputs.serverInterpreter?.trim();
+  // `${env:NAME}` of an unset variable expands to nothing: that counts as "not set"
+  const expanded = configured ? expandPathVariables(configured, inputs.pathContext).trim() : '';
+  if (expanded) {
+    return { interpreter: expanded, source: 'setting' };
+  }
+  const fromPythonExtension = inputs.pythonExtensionInterpreter?.trim();
+  if (fromPythonExtension) {
+    return { interpreter: fromPythonExtension, source: 'python-extension' };
+  }
+  return { interpreter: FALLBACK_INTERPRETER, source: 'fallback' };
+}
+
+/** `<interpreter> -m adaptrack_lsp serve [serverArgs...]`, speaking LSP over stdio. */
+export function buildServerLaunch(inputs: LaunchInputs): ServerLaunch {
+  const { interpreter, source } = resolveInterpreter(inputs);
+  const env = { ...(inputs.env ?? process.env), PYTHONUNBUFFERED: '1' };
+  return {
+    command: interpreter,
+    args: ['-m', SERVER_MODULE, 'serve', ...inputs.serverArgs],
+    cwd: inputs.pathContext?.workspaceFolder,
+    env,
+    interpreterSource: source,
+  };
+}
+
+/** One line for the output channel. */
+export function describeLaunch(launch: ServerLaunch): string {
+  const quote = (part: string) => (/\s/.test(part) ? JSON.stringify(part) : part);
+  return `${[launch.command, ...launch.args].map(quote).join(' ')} (interpreter from ${launch.interpreterSource})`;
+}

@@ -1,0 +1,123 @@
+// Unit tests: settings -> initializationOptions / didChangeConfiguration mapping.
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import * as path from 'node:path';
+
+import {
+  CLIENT_SETTING_NAMES,
+  ConfigurationLike,
+  expandPathVariables,
+  reactionToChange,
+  readSettings,
+  SERVER_DEFAULTS,
+  SERVER_SETTING_NAMES,
+  toDidChangeConfigurationParams,
+  toInitializationOptions,
+} from '../../settings';
+
+function config(values: Record<string, unknown>): ConfigurationLike {
+  return { get: <T>(name: string) => values[name] as T | undefined };
+}
+
+test('defaults: initializationOptions equal the server defaults, with explicit nulls', () => {
+  const options = toInitializationOptions(readSettings(config({})));
+  assert.deepEqual(options, {
+    model: 'Qwen/Qwen2.5-Coder-1.5B',
+    device: 'auto',
+    dtype: 'auto',
+    decoder: 'adaptrack',
+    temperature: 0,
+    numSamples: 5,
+    maxNewTokens: 48,
+    maxBacktrackDistance: null,
+    topPValidity: 1,
+    pythonPath: null,
+    apiSnapshot: null,
+    runtimeIntrospection: true,
+    timeoutMs: 3000,
+    multiline: false,
+    trustRemoteCode: false,
+  });
+});
+
+test('client-only settings never reach the server', () => {
+  const options = toInitializationOptions(
+    readSettings(config({ enable: false, serverInterpreter: '/usr/bin/python3', serverArgs: ['-v'], model: 'tiny' })),
+  ) as unknown as Record<string, unknown>;
+  for (const name of CLIENT_SETTING_NAMES) {
+    assert.ok(!(name in options), `${name} leaked into initializationOptions`);
+  }
+  assert.deepEqual(Object.keys(options), SERVER_SETTING_NAMES);
+  assert.equal(options.model, 'tiny');
+});
+
+test('user values pass through unchanged, camelCase', () => {
+  const values = {
+    model: 'tiny',
+    device: 'cuda:1',
+    dtype: 'bfloat16',
+    decoder: 'cars',
+    temperature: 0.7,
+    numSamples: 3,
+    maxNewTokens: 16,
+    maxBacktrackDistance: 4,
+    topPValidity: 0.95,
+    runtimeIntrospection: false,
+    timeoutMs: 60000,
+    multiline: true,
+    trustRemoteCode: true,
+  };
+  const options = toInitializationOptions(readSettings(config(values)));
+  assert.deepEqual(options, { ...values, pythonPath: null, apiSnapshot: null });
+});
+
+test('invalid values are passed as given: the server validates and names them', () => {
+  const options = toInitializationOptions(readSettings(config({ temperature: -3, device: 'tpu' })));
+  assert.equal(options.temperature, -3);
+  assert.equal(options.device, 'tpu');
+});
+
+test('path settings: variables and ~ are expanded, empty strings become null', () => {
+  const settings = readSettings(
+    config({ pythonPath: '${workspaceFolder}/.venv/bin/python', apiSnapshot: '~/snapshots/tf.json' }),
+  );
+  const options = toInitializationOptions(settings, { workspaceFolder: '/proj', userHome: '/home/u' });
+  assert.equal(options.pythonPath, '/proj/.venv/bin/python');
+  assert.equal(options.apiSnapshot, path.join('/home/u', 'snapshots/tf.json'));
+
+  const empty = toInitializationOptions(readSettings(config({ pythonPath: '  ', apiSnapshot: '' })));
+  assert.equal(empty.pythonPath, null);
+  assert.equal(empty.apiSnapshot, null);
+});
+
+test('expandPathVariables: env, userHome, and clear errors', () => {
+  assert.equal(expandPathVariables('${env:ADAPTRACK_X}/bin', { env: { ADAPTRACK_X: '/opt/x' } }), '/opt/x/bin');
+  assert.equal(expandPathVariables('${userHome}/a', { userHome: '/h' }), '/h/a');
+  assert.equal(expandPathVariables('/plain/path'), '/plain/path');
+  assert.throws(() => expandPathVariables('${workspaceFolder}/x', {}), /needs an open workspace folder/);
+  assert.throws(() => expandPathVariables('${nonsense}/x', {}), /unknown variable \$\{nonsense\}/);
+});
+
+test('didChangeConfiguration wraps the same object under "adaptrack"', () => {
+  const settings = readSettings(config({ model: 'tiny', numSamples: 2 }));
+  const params = toDidChangeConfigurationParams(settings);
+  assert.deepEqual(params, { settings: { adaptrack: toInitializationOptions(settings) } });
+  assert.equal(params.settings.adaptrack.numSamples, 2);
+});
+
+test('reactionToChange: restart for launch settings, notify for server settings, start/stop for enable', () => {
+  const base = readSettings(config({}));
+  assert.equal(reactionToChange(base, { ...base }), 'none');
+  assert.equal(reactionToChange(base, { ...base, model: 'tiny' }), 'notify');
+  assert.equal(reactionToChange(base, { ...base, temperature: 1 }), 'notify');
+  assert.equal(reactionToChange(base, { ...base, serverInterpreter: '/x/python' }), 'restart');
+  assert.equal(reactionToChange(base, { ...base, serverArgs: ['-v'] }), 'restart');
+  assert.equal(reactionToChange(base, { ...base, enable: false }), 'stop');
+  const disabled = { ...base, enable: false };
+  assert.equal(reactionToChange(disabled, { ...disabled, enable: true }), 'start');
+  assert.equal(reactionToChange(disabled, { ...disabled, model: 'tiny' }), 'none');
+});
+
+test('SERVER_DEFAULTS is frozen', () => {
+  assert.ok(Object.isFrozen(SERVER_DEFAULTS));
+});
