@@ -51,12 +51,9 @@ def low_rank(matrix, rank):
 
 
 def numpy_names() -> list[str]:
-    import numpy
+    from adaptrack_lsp.constrainers.snapshot import module_snapshot
 
-    names = [f"numpy.{n}" for n in dir(numpy) if not n.startswith("_")]
-    for module in ("linalg", "random", "fft", "polynomial", "ma", "char", "testing"):
-        names.extend(f"numpy.{module}.{n}" for n in dir(getattr(numpy, module)) if not n.startswith("_"))
-    return names
+    return module_snapshot("numpy", ("linalg", "random", "fft", "polynomial", "ma", "char", "testing"))["names"]
 
 
 def build_prompt(tokenizer, target_tokens: int) -> str:

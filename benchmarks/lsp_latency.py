@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-import types
 from pathlib import Path
 
 
@@ -113,19 +112,10 @@ class StdioPeer:
 
 
 def numpy_snapshot(folder: Path) -> str:
-    import numpy
+    from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 
-    names, kinds = [], {}
-    for name in dir(numpy):
-        if name.startswith("_"):
-            continue
-        names.append(f"numpy.{name}")
-        if isinstance(getattr(numpy, name, None), types.ModuleType):
-            kinds[f"numpy.{name}"] = "module"
-    for module in ("linalg", "random", "fft"):
-        names += [f"numpy.{module}.{n}" for n in dir(getattr(numpy, module)) if not n.startswith("_")]
     path = folder / "numpy.json"
-    path.write_text(json.dumps({"package": "numpy", "version": numpy.__version__, "root": "numpy", "names": names, "kinds": kinds}))
+    write_snapshot(module_snapshot("numpy", ("linalg", "random", "fft")), path)
     return str(path)
 
 

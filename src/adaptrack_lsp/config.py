@@ -12,9 +12,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import re
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
@@ -26,6 +30,23 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: section name under which editors send the settings in didChangeConfiguration
 SETTINGS_SECTION = "adaptrack"
+
+
+def cache_root() -> Path:
+    """The user cache directory of adaptrack-lsp (built models, API index caches; never
+    inside a workspace): ``$ADAPTRACK_CACHE``, else the platform's user cache folder
+    (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux) + ``adaptrack-lsp``."""
+    explicit = os.environ.get("ADAPTRACK_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "adaptrack-lsp"
 
 
 def _nonempty(value: str) -> str | None:
@@ -100,7 +121,7 @@ class Settings:
     multiline: bool = _validated(False)
     trust_remote_code: bool = _validated(False)
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
     #: fields whose change needs the model to be loaded again

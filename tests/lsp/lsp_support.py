@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from pathlib import Path
 from typing import Any
+
+from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 
 SERVER_COMMAND = [sys.executable, "-m", "adaptrack_lsp", "serve"]
 
@@ -31,24 +32,7 @@ def numpy_public_names() -> set[str]:
 
 def write_numpy_snapshot(path: Path) -> Path:
     """A SnapshotIndex JSON of the installed numpy (top level + linalg/random/fft)."""
-    import numpy
-
-    names: list[str] = []
-    kinds: dict[str, str] = {}
-    for name in sorted(numpy_public_names()):
-        try:
-            value = getattr(numpy, name)
-        except Exception:
-            continue
-        names.append(f"numpy.{name}")
-        if isinstance(value, types.ModuleType):
-            kinds[f"numpy.{name}"] = "module"
-    for module in ("linalg", "random", "fft"):
-        for name in dir(getattr(numpy, module)):
-            if not name.startswith("_"):
-                names.append(f"numpy.{module}.{name}")
-    data = {"package": "numpy", "version": numpy.__version__, "root": "numpy", "names": sorted(set(names)), "kinds": kinds}
-    path.write_text(json.dumps(data), encoding="utf-8")
+    write_snapshot(module_snapshot("numpy", ("linalg", "random", "fft")), path)
     return path
 
 
@@ -72,7 +56,7 @@ class RawClient:
             env=env or server_env(),
         )
         self.responses: dict[Any, dict] = {}
-        self.notifications: "queue.Queue[dict]" = queue.Queue()
+        self.notifications: queue.Queue[dict] = queue.Queue()
         self.notification_log: list[dict] = []
         self._condition = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)

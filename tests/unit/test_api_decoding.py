@@ -12,6 +12,7 @@ import pytest
 
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
+from adaptrack_lsp.constrainers.snapshot import module_snapshot
 from adaptrack_lsp.constrainers.token_index import TokenIndex
 
 DOCUMENT = "import numpy as np\n"
@@ -22,38 +23,20 @@ MAX_NEW_TOKENS = 4
 
 @functools.lru_cache(maxsize=1)
 def numpy_names() -> tuple[str, ...]:
-    import numpy
-
-    names = [f"numpy.{n}" for n in dir(numpy) if not n.startswith("_")]
-    for module in ("linalg", "random", "fft"):
-        names.extend(
-            f"numpy.{module}.{n}"
-            for n in dir(getattr(numpy, module))
-            if not n.startswith("_")
-        )
-    return tuple(names)
+    return tuple(module_snapshot("numpy", ("linalg", "random", "fft"))["names"])
 
 
 @pytest.fixture(scope="module")
 def setup():
-    import torch
-
     from adaptrack_lsp.completion.lm.hf import load_model
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(
-        1
-    )  # a 2-layer model: more threads only contend on a busy machine
-    try:
-        lm = load_model("tiny", device="cpu")
-        names = numpy_names()
-        index = StaticIndex(names)
-        constraint = TokenIndex(
-            ApiMonitor(index), lm.vocab, context=ConstraintContext(DOCUMENT, PROMPT)
-        )
-        yield lm, constraint, set(names), lm.encode(PROMPT)
-    finally:
-        torch.set_num_threads(threads)
+    lm = load_model("tiny", device="cpu")
+    names = numpy_names()
+    index = StaticIndex(names)
+    constraint = TokenIndex(
+        ApiMonitor(index), lm.vocab, context=ConstraintContext(DOCUMENT, PROMPT)
+    )
+    return lm, constraint, set(names), lm.encode(PROMPT)
 
 
 def chain_is_valid(generated: str, complete: bool, dotted: set[str]) -> bool:

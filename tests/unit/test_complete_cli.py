@@ -7,11 +7,11 @@ import os
 import re
 import subprocess
 import sys
-import types
 
 import pytest
 
 from adaptrack_lsp.commands.complete import cursor_offset, parse_location
+from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -26,12 +26,7 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def numpy_snapshot(path) -> str:
-    import numpy
-
-    names = [f"numpy.{n}" for n in dir(numpy) if not n.startswith("_")]
-    names += [f"numpy.linalg.{n}" for n in dir(numpy.linalg) if not n.startswith("_")]
-    kinds = {f"numpy.{n}": "module" for n in dir(numpy) if isinstance(getattr(numpy, n, None), types.ModuleType)}
-    path.write_text(json.dumps({"package": "numpy", "version": numpy.__version__, "root": "numpy", "names": names, "kinds": kinds}))
+    write_snapshot(module_snapshot("numpy", ("linalg",)), path)
     return str(path)
 
 

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from adaptrack_lsp.completion.lm.base import ModelError, normalize_logprobs
+from adaptrack_lsp.completion.lm.base import ModelError
 from adaptrack_lsp.completion.lm.hf import (
     HFLanguageModel,
     load_model,
@@ -19,6 +19,8 @@ from adaptrack_lsp.completion.lm.hf import (
     resolve_dtype,
 )
 from adaptrack_lsp.completion.lm.tiny import tiny_model_path
+
+from hf_support import full_forward, max_diff
 
 SOURCE = (
     "import numpy as np\n"
@@ -34,27 +36,7 @@ SOURCE = (
 
 @pytest.fixture(scope="module")
 def tiny():
-    # one thread: tiny matrices on a shared machine are much faster without thread hand-offs
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield load_model("tiny")
-    finally:
-        torch.set_num_threads(threads)
-
-
-def full_forward(lm: HFLanguageModel, ids) -> np.ndarray:
-    """log P(. | ids) from one fresh forward pass without any cache."""
-    with torch.inference_mode():
-        logits = lm.model(input_ids=torch.tensor([list(ids)])).logits[0, -1].double().numpy()
-    logits[lm.vocab.num_defined :] = -np.inf
-    return normalize_logprobs(logits)
-
-
-def max_diff(a: np.ndarray, b: np.ndarray) -> float:
-    finite = np.isfinite(b)
-    assert np.array_equal(np.isfinite(a), finite)
-    return float(np.abs(a[finite] - b[finite]).max())
+    return load_model("tiny")
 
 
 # -- loading ------------------------------------------------------------------------------

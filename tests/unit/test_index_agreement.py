@@ -17,10 +17,11 @@ import sys
 from dataclasses import dataclass
 
 import pytest
-from api_index_support import requires_tensorflow, venv_index
 
 from adaptrack_lsp.constrainers.api_index import Member, SnapshotIndex
 from adaptrack_lsp.constrainers.introspect_worker import public_members, resolve
+
+from api_index_support import requires_tensorflow, venv_index
 
 GOAL = 0.99
 

@@ -9,7 +9,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from adaptrack_lsp.completion.lm.base import normalize_logprobs
 from adaptrack_lsp.completion.lm.hf import (
     CacheCropError,
     HFLanguageModel,
@@ -18,6 +17,9 @@ from adaptrack_lsp.completion.lm.hf import (
     last_tokens_kv,
     load_model,
 )
+
+from hf_support import full_forward as reference
+from hf_support import max_diff
 
 TOLERANCE = 1e-4  # max abs difference of log-probabilities, fp32
 
@@ -32,27 +34,7 @@ PROMPT = (
 
 @pytest.fixture(scope="module")
 def tiny():
-    # one thread: tiny matrices on a shared machine are much faster without thread hand-offs
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield load_model("tiny", dtype="float32")
-    finally:
-        torch.set_num_threads(threads)
-
-
-def reference(lm: HFLanguageModel, ids) -> np.ndarray:
-    with torch.inference_mode():
-        logits = lm.model(input_ids=torch.tensor([list(ids)], device=lm.device)).logits[0, -1]
-    values = logits.double().cpu().numpy()
-    values[lm.vocab.num_defined :] = -np.inf
-    return normalize_logprobs(values)
-
-
-def max_diff(a: np.ndarray, b: np.ndarray) -> float:
-    finite = np.isfinite(b)
-    assert np.array_equal(np.isfinite(a), finite)
-    return float(np.abs(a[finite].astype(np.float64) - b[finite]).max())
+    return load_model("tiny", dtype="float32")
 
 
 def random_walk(lm: HFLanguageModel, prompt, switches: int, seed: int, max_depth: int = 10):

@@ -8,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from adaptrack_lsp.completion.decoders.base import Sample
 from adaptrack_lsp.completion.context import PromptPlan
+from adaptrack_lsp.completion.decoders.base import Sample
 from adaptrack_lsp.completion.lm.tabular import TabularLM
 from adaptrack_lsp.completion.service import CompletionCancelled, CompletionService, ServiceNotReady, rank_candidates
 from adaptrack_lsp.completion.vocab import Vocabulary

@@ -13,6 +13,7 @@ from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
 from adaptrack_lsp.constrainers.base import TokenConstraint
 from adaptrack_lsp.constrainers.compose import AllOf, ForcedPrefix
+from adaptrack_lsp.constrainers.snapshot import module_snapshot
 from adaptrack_lsp.constrainers.token_index import END, TokenIndex, TokenTables
 from adaptrack_lsp.constrainers.whitelist import Whitelist
 
@@ -273,20 +274,7 @@ def test_trie_walk_and_and_masks_equal_brute_force(constrainer):
 # -- real tokenizers ------------------------------------------------------------------------
 def numpy_names() -> list[str]:
     """Two levels of the installed numpy's public names (a realistic member table)."""
-    import numpy
-
-    names = []
-    for name in dir(numpy):
-        if name.startswith("_"):
-            continue
-        names.append(f"numpy.{name}")
-    for module in ("linalg", "random", "fft"):
-        names.extend(
-            f"numpy.{module}.{n}"
-            for n in dir(getattr(numpy, module))
-            if not n.startswith("_")
-        )
-    return names
+    return module_snapshot("numpy", ("linalg", "random", "fft"))["names"]
 
 
 SNIPPETS = [

@@ -142,3 +142,19 @@ def test_temperature_flattens_conditionals(vocab):
     assert abs(share_a - expected) < 0.03
     # log P(s) is reported at temperature 1
     assert any(math.isclose(s.logprob, math.log(0.8), rel_tol=1e-5) for s in result.samples if s.text == "a")
+
+
+def test_cache_key_reaches_the_model(vocab):
+    class KeyedLM(TabularLM):
+        def set_prompt(self, prompt_ids, max_new_tokens=0, cache_key=None):
+            self.keys.append(cache_key)
+            return super().set_prompt(prompt_ids, max_new_tokens)
+
+    keyed = KeyedLM(vocab, conditional=uniform_lm(vocab)._conditional)
+    keyed.keys = []
+    for lm in (keyed, uniform_lm(vocab)):
+        request = DecodeRequest(prompt_ids=[0, 1], num_samples=2, seed=1, cache_key="file:///a.py")
+        result = get_decoder("adaptrack").decode(lm, Unconstrained(vocab), request)
+        assert len(result.samples) == 2
+        assert result.counters.prompt_tokens_fed == 2
+    assert keyed.keys == ["file:///a.py"]

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from api_index_support import requires_tensorflow, venv_index
 
 from adaptrack_lsp.constrainers.api_index import path_exists
+
+from api_index_support import requires_tensorflow, venv_index
 
 NUMPY_126_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "adaptrack-lsp-tests" / "numpy126"
 

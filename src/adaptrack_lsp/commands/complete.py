@@ -53,7 +53,7 @@ def cursor_offset(text: str, line: int | None, col: int | None) -> int:
     content = lines[line - 1].rstrip("\r")
     if not 1 <= col <= len(content) + 1:
         raise ValueError(f"column {col} is outside line {line} (1..{len(content) + 1})")
-    return sum(len(l) + 1 for l in lines[: line - 1]) + col - 1
+    return sum(len(text_line) + 1 for text_line in lines[: line - 1]) + col - 1
 
 
 def build_settings(args):

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from adaptrack_lsp.completion.vocab import Vocabulary
 

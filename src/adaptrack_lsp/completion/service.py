@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import inspect
 import itertools
 import logging
 import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from adaptrack_lsp.config import Settings
 
@@ -432,7 +432,7 @@ class CompletionService:
         started = time.perf_counter()
         text = sanitize_text(text)
         with self._model_lock:
-            lm = DocumentModel(self.model, document)
+            lm = self.model
             decoder_name = settings.decoder
             builder = self.builder
             heal = decoder_name != "unconstrained"  # an unconstrained decoder cannot be forced
@@ -459,6 +459,7 @@ class CompletionService:
                 stop=plan.stop,
                 cancelled=cancelled,
                 options=options,
+                cache_key=document,
             )
             decoder = get_decoder(decoder_name)
             try:
@@ -484,8 +485,7 @@ class CompletionService:
         counters = result.counters.as_dict()
         counters["service_seconds"] = time.perf_counter() - started
         counters["prompt_tokens"] = len(plan.prompt_ids)
-        counters["prompt_tokens_fed"] = lm.prompt_tokens_fed
-        counters["prompt_tokens_reused"] = getattr(lm.prompt_info, "reused", 0)
+        counters["prompt_tokens_reused"] = result.prompt_reused
         return CompletionResult(
             candidates=candidates,
             counters=counters,
@@ -496,33 +496,6 @@ class CompletionService:
             prompt_tokens=len(plan.prompt_ids),
             fim=plan.fim,
         )
-
-
-class DocumentModel:
-    """The service's model as seen by one request: `set_prompt` uses the document's
-    prompt cache slot (the HF backend keeps a few, one per `cache_key`), so switching
-    documents does not throw away each other's prompt KV cache."""
-
-    def __init__(self, lm, document: str):
-        self._lm = lm
-        self._document = document
-        self._keyed = "cache_key" in inspect.signature(lm.set_prompt).parameters
-        #: tokens pushed through the model by the last `set_prompt` (not reused from cache)
-        self.prompt_tokens_fed = 0
-        self.prompt_info = None
-
-    def set_prompt(self, prompt_ids, max_new_tokens: int = 0):
-        before = self._lm.tokens_fed
-        if self._keyed:
-            info = self._lm.set_prompt(prompt_ids, max_new_tokens=max_new_tokens, cache_key=self._document)
-        else:
-            info = self._lm.set_prompt(prompt_ids, max_new_tokens=max_new_tokens)
-        self.prompt_tokens_fed = self._lm.tokens_fed - before
-        self.prompt_info = info
-        return info
-
-    def __getattr__(self, name: str):
-        return getattr(self._lm, name)
 
 
 def rank_candidates(plan, samples) -> list[Candidate]:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -62,7 +62,7 @@ class Node:
         "checked",
     )
 
-    def __init__(self, parent: "Node | None", token: int | None, index_in_parent: int, state, valid: bool):
+    def __init__(self, parent: Node | None, token: int | None, index_in_parent: int, state, valid: bool):
         self.parent = parent
         self.token = token
         self.index_in_parent = index_in_parent
@@ -105,7 +105,7 @@ class Node:
         tokens.reverse()
         return tokens
 
-    def ancestors(self) -> Iterator["Node"]:
+    def ancestors(self) -> Iterator[Node]:
         """Strict ancestors, nearest first."""
         node = self.parent
         while node is not None:
@@ -165,9 +165,11 @@ class PrefixTree:
         self._special_or_padding = self._excluded_ids()
 
         fed_before = lm.tokens_fed
-        info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens)
+        info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens, cache_key=request.cache_key)
         self.prompt_info = info
-        self.counters.tokens_fed += lm.tokens_fed - fed_before
+        fed = lm.tokens_fed - fed_before
+        self.counters.tokens_fed += fed
+        self.counters.prompt_tokens_fed += fed
         start = time.perf_counter()
         root_state = constraint.initial_state()
         self.counters.constraint_seconds += time.perf_counter() - start

@@ -16,9 +16,9 @@ their own state to build a full-vocabulary mask without checking every token.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Sequence
 
 
 def token_text(data: bytes) -> str:
@@ -35,7 +35,7 @@ def token_text(data: bytes) -> str:
 class TrieNode:
     """One character position in the token trie."""
 
-    children: dict[str, "TrieNode"] = field(default_factory=dict)
+    children: dict[str, TrieNode] = field(default_factory=dict)
     token_ids: list[int] = field(default_factory=list)  # tokens whose text ends here
 
 
@@ -86,7 +86,7 @@ class Vocabulary:
 
     # -- construction -------------------------------------------------------------
     @classmethod
-    def from_strings(cls, tokens: Sequence[str], eos: Iterable[str] | str) -> "Vocabulary":
+    def from_strings(cls, tokens: Sequence[str], eos: Iterable[str] | str) -> Vocabulary:
         """A vocabulary of literal strings (tabular LMs, task files)."""
         eos_names = [eos] if isinstance(eos, str) else list(eos)
         index = {t: i for i, t in enumerate(tokens)}

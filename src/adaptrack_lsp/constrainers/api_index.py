@@ -85,6 +85,7 @@ def bundled_snapshot(package: str) -> str:
 _EXPORTS = {
     "JediIndex": "jedi_index",
     "default_cache_dir": "jedi_index",
+    "module_snapshot": "snapshot",
     "find_python": "jedi_index",
     "RuntimeIntrospector": "introspection",
     "SnapshotError": "snapshot",

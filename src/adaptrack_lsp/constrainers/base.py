@@ -16,7 +16,8 @@ Two layers:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 

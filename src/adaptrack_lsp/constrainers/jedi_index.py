@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from adaptrack_lsp.config import cache_root as default_cache_dir
 from adaptrack_lsp.constrainers.api_index import APIIndex, Member
 from adaptrack_lsp.constrainers.introspect_worker import function_node_only_raises
 
@@ -54,17 +55,6 @@ CACHE_FORMAT = 1
 RETRY_FAILED_AFTER_S = 30.0
 
 DEFAULT_CACHE = object()
-
-
-def default_cache_dir() -> Path:
-    """The user cache directory of adaptrack-lsp (never inside a workspace)."""
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "adaptrack-lsp"
 
 
 def _venv_python(venv: Path) -> Path | None:

@@ -146,3 +146,30 @@ def tensorflow_v1_setting(path: str | os.PathLike | None = None) -> SnapshotInde
 
 def names_to_snapshot(package: str, version: str, names: Iterable[str], kinds: Mapping[str, str] | None = None) -> dict[str, Any]:
     return {"package": package, "version": version, "root": package, "names": sorted(set(names)), "kinds": dict(kinds or {})}
+
+
+def module_snapshot(package: str, submodules: Iterable[str] = ()) -> dict[str, Any]:
+    """A shallow snapshot of `package` as importable in *this* process: its public names
+    and those of the named `submodules` (e.g. ``("linalg", "random")``), with the
+    top-level modules marked as such.  Names that raise on access are left out.
+
+    Quick and deterministic (tests, benchmarks); `adaptrack-lsp index` walks a package
+    fully, in the environment that is indexed."""
+    import importlib
+    import types
+
+    module = importlib.import_module(package)
+    names: list[str] = []
+    kinds: dict[str, str] = {}
+    for prefix, owner in [(package, module), *((f"{package}.{s}", getattr(module, s)) for s in submodules)]:
+        for name in dir(owner):
+            if name.startswith("_"):
+                continue
+            try:
+                value = getattr(owner, name)
+            except Exception:
+                continue
+            names.append(f"{prefix}.{name}")
+            if owner is module and isinstance(value, types.ModuleType):
+                kinds[f"{prefix}.{name}"] = "module"
+    return names_to_snapshot(package, str(getattr(module, "__version__", "") or "unknown"), names, kinds)

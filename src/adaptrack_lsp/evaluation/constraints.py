@@ -107,36 +107,6 @@ def setting_index(api: APISnapshot, setting: str):
     raise ValueError(f"unknown setting {setting!r}; choose v1 or v2")
 
 
-END_STATE = ("<end of sequence>",)
-
-
-class EndAwareConstraint:
-    """A `TokenConstraint` whose `advance` also accepts EOS where `allowed` does.
-
-    `TokenConstraint.advance` must return a state for every valid token; `TokenIndex`
-    answers None for EOS even where its mask allows it (the sequence is complete), which
-    makes the prefix tree treat an allowed EOS as invalid.  This wrapper gives EOS the
-    terminal state `END_STATE` exactly when `allowed` says it is valid, and delegates
-    everything else.
-    """
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.source = getattr(inner, "source", "")
-        self._eos = frozenset(inner.vocab.eos_ids)
-        self.vocab = inner.vocab
-        self.initial_state = inner.initial_state
-        self.allowed = inner.allowed
-        self.mask = inner.mask
-
-    def advance(self, state, token_id: int):
-        if token_id in self._eos:
-            if state is END_STATE:
-                return None
-            return END_STATE if bool(self.inner.allowed(state, [token_id])[0]) else None
-        return self.inner.advance(state, token_id)
-
-
 class APIConstraintProvider:
     """Per item: `TokenIndex(ApiMonitor(index), vocab, context=the item's prompt)`."""
 
@@ -159,7 +129,7 @@ class APIConstraintProvider:
         from adaptrack_lsp.constrainers.token_index import TokenIndex
 
         # the per-vocabulary tables are cached by TokenTables.of
-        return EndAwareConstraint(TokenIndex(self.monitor(), lm.vocab, context=self.context(item)))
+        return TokenIndex(self.monitor(), lm.vocab, context=self.context(item))
 
     def accepts(self, item: EvalItem) -> bool:
         """Whether the constraint lets the oracle chain be generated and end there (``(``)."""

@@ -11,7 +11,6 @@ curve (window = a quarter of the samples, paper Figure 4).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from typing import Any
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
 from adaptrack_lsp.completion.tasks import Task, binary_task, load_task
 from adaptrack_lsp.evaluation.metrics import kl_divergence, sliding_window_kl
-from adaptrack_lsp.evaluation.runner import RESULTS_FILE, check_run_file, read_results
+from adaptrack_lsp.evaluation.runner import RESULTS_FILE, append_results, check_run_file, read_results
 
 DEFAULT_DSL_DECODERS = ("constrained", "asap", "adaptrack")
 
@@ -110,22 +109,13 @@ def run_dsl_evaluation(
     if len(set(names)) != len(names):
         raise ValueError(f"task names must be distinct, got {names}")
     todo = [(t, d) for t in tasks for d in decoders if (t.name, d) not in done]
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(todo), desc="eval dsl", unit="pair", dynamic_ncols=True)
-    try:
-        with open(results_path, "a", encoding="utf-8") as handle:
-            for task, decoder_name in todo:
-                record = evaluate_task(task, decoder_name, samples, seed)
-                handle.write(json.dumps(record) + "\n")
-                handle.flush()
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    append_results(
+        results_path,
+        todo,
+        lambda pair: evaluate_task(pair[0], pair[1], samples, seed),
+        desc="eval dsl",
+        progress=progress,
+    )
     wanted = set(names)
     return [r for r in read_results(results_path) if r["task"] in wanted and r["decoder"] in set(decoders)]
 

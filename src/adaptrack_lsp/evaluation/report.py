@@ -189,6 +189,18 @@ def _pyplot():
     return plt
 
 
+def _save(plt, figure, axes, path: str | Path, title: str) -> Path:
+    """Grid and legend on every panel, the title, then write the PNG and free the figure."""
+    for axis in axes:
+        axis.grid(True, alpha=0.3)
+        axis.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return Path(path)
+
+
 def plot_em_at_k(groups: Mapping[str, Mapping[str, Any]], path: str | Path, title: str) -> Path:
     """EM@k curves per decoder, one panel per column group."""
     plt = _pyplot()
@@ -207,13 +219,7 @@ def plot_em_at_k(groups: Mapping[str, Mapping[str, Any]], path: str | Path, titl
         axis.set_ylabel("EM@k (%)")
         axis.set_ylim(0, 100)
         axis.set_title(group)
-        axis.grid(True, alpha=0.3)
-        axis.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return Path(path)
+    return _save(plt, figure, axes[0], path, title)
 
 
 def plot_kl_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path, title: str) -> Path:
@@ -228,13 +234,7 @@ def plot_kl_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: st
         axis.set_xlabel("window start (sample index)")
         axis.set_ylabel("KL divergence")
         axis.set_title(task)
-        axis.grid(True, alpha=0.3)
-        axis.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return Path(path)
+    return _save(plt, figure, axes[0], path, title)
 
 
 def write_json(path: str | Path, data: Any) -> None:

@@ -170,6 +170,40 @@ def check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
         path.write_text(json.dumps(run_info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def append_results(
+    results_path: Path,
+    jobs: Sequence[Any],
+    evaluate: Callable[[Any], dict[str, Any]],
+    *,
+    desc: str,
+    progress: bool = True,
+    describe: Callable[[Any], str] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Evaluate each job and append its record to results.jsonl at once (flushed, so an
+    interrupted run keeps every finished record), with an optional tqdm progress bar."""
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs), desc=desc, unit="pair", dynamic_ncols=True)
+    try:
+        with open(results_path, "a", encoding="utf-8") as handle:
+            for job in jobs:
+                record = evaluate(job)
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                handle.flush()
+                if on_record is not None:
+                    on_record(record)
+                if bar is not None:
+                    if describe is not None:
+                        bar.set_postfix_str(describe(job))
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def run_api_evaluation(
     items: Sequence[EvalItem],
     model: ModelProvider,
@@ -194,27 +228,22 @@ def run_api_evaluation(
     if done:
         log.info("resuming: %d (item, decoder) pairs done, %d to go", len(done), len(todo))
     accepts_cache: dict[str, bool] = {}
-    bar = None
-    if progress:
-        from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc="eval", unit="pair", dynamic_ncols=True)
-    try:
-        with open(results_path, "a", encoding="utf-8") as handle:
-            for item, decoder_name in todo:
-                if item.item_id not in accepts_cache:
-                    accepts_cache[item.item_id] = bool(constraints.accepts(item))
-                record = evaluate_item(item, decoder_name, model, constraints, settings, accepts_cache[item.item_id])
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                handle.flush()
-                if on_record is not None:
-                    on_record(record)
-                if bar is not None:
-                    bar.set_postfix_str(f"{decoder_name} {item.item_id[:40]}")
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    def evaluate(pair: tuple[EvalItem, str]) -> dict[str, Any]:
+        item, decoder_name = pair
+        if item.item_id not in accepts_cache:
+            accepts_cache[item.item_id] = bool(constraints.accepts(item))
+        return evaluate_item(item, decoder_name, model, constraints, settings, accepts_cache[item.item_id])
+
+    append_results(
+        results_path,
+        todo,
+        evaluate,
+        desc="eval",
+        progress=progress,
+        describe=lambda pair: f"{pair[1]} {pair[0].item_id[:40]}",
+        on_record=on_record,
+    )
     wanted_items = {item.item_id for item in items}
     wanted_decoders = set(settings.decoders)
     return [

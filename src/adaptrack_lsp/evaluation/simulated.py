@@ -102,7 +102,7 @@ class SimulatedIntentLM(LanguageModel):
         self.prompt: tuple[int, ...] = ()
 
     # -- LanguageModel --------------------------------------------------------------
-    def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0) -> PromptInfo:
+    def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key=None) -> PromptInfo:
         self.prompt = tuple(prompt_ids)
         self.tokens_fed += len(self.prompt)
         return PromptInfo(length=len(self.prompt))

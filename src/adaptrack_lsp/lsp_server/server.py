@@ -26,7 +26,8 @@ import itertools
 import logging
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -195,7 +196,7 @@ class AdaptrackServer(LanguageServer):
         content = line.rstrip("\r\n")
         server_position = document.position_codec.position_from_client_units(lines, position)
         column = min(server_position.character, len(content))
-        offset = sum(len(l) for l in lines[: position.line]) + column
+        offset = sum(len(text_line) for text_line in lines[: position.line]) + column
         return document, text, offset
 
     async def run_completion(self, uri: str, position: types.Position, mode: str) -> CompletionResult | None:

@@ -12,9 +12,9 @@ import importlib
 from adaptrack_lsp.completion.decoders.base import (  # noqa: F401
     Counters,
     DecodeCancelled,
+    Decoder,
     DecodeRequest,
     DecodeResult,
-    Decoder,
     Sample,
 )
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 class DecodeCancelled(Exception):
@@ -22,6 +23,7 @@ class Counters:
 
     lm_calls: int = 0  # distinct node evaluations
     tokens_fed: int = 0  # tokens pushed through the model, prompt included
+    prompt_tokens_fed: int = 0  # the part of tokens_fed that was prompt (not reused from a cache)
     constraint_checks: int = 0  # token validity decisions
     backtracks: int = 0  # AdapTrack rejections / sampler restarts
     lm_seconds: float = 0.0
@@ -52,6 +54,9 @@ class DecodeRequest:
     #: decoder options: max_backtrack_distance, top_p_validity, share_estimates,
     #: beam_width, node_budget, ...
     options: dict[str, Any] = field(default_factory=dict)
+    #: the model's prompt cache slot (e.g. the document URI), for backends that keep
+    #: one per key (`set_prompt(..., cache_key=...)`); ignored by the others
+    cache_key: str | None = None
 
 
 @dataclass
@@ -76,6 +81,8 @@ class DecodeResult:
     status: str = "ok"
     message: str = ""
     prompt_truncated: int = 0
+    #: prompt tokens whose model state was reused from an earlier request
+    prompt_reused: int = 0
     failures: int = 0
 
     @property

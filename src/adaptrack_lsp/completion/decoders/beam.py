@@ -105,6 +105,7 @@ class BeamDecoder(Decoder):
             status=status,
             message=message,
             prompt_truncated=getattr(tree.prompt_info, "truncated", 0),
+            prompt_reused=getattr(tree.prompt_info, "reused", 0),
             failures=num_samples - len(samples) if status != "ok" else 0,
         )
 

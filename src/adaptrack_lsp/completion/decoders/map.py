@@ -107,5 +107,6 @@ class MAPDecoder(Decoder):
             status=status,
             message=message,
             prompt_truncated=getattr(tree.prompt_info, "truncated", 0),
+            prompt_reused=getattr(tree.prompt_info, "reused", 0),
             failures=num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0,
         )

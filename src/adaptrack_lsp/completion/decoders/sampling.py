@@ -7,7 +7,7 @@ cancellation, the time budget and the result status.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -47,6 +47,7 @@ def run_samples(
     rng = np.random.default_rng(request.seed)
     build = make_tree or (lambda c: PrefixTree(lm, constraint, request, c))
     tree = build(counters)
+    prompt_info = tree.prompt_info  # later trees find the same prompt already fed
     samples = []
     failures = 0
     status_override = None
@@ -80,7 +81,8 @@ def run_samples(
         counters=watch.finish(),
         status=status_override or finish_status(samples, failures, tree.root.q),
         message=message,
-        prompt_truncated=getattr(tree.prompt_info, "truncated", 0),
+        prompt_truncated=getattr(prompt_info, "truncated", 0),
+        prompt_reused=getattr(prompt_info, "reused", 0),
         failures=failures,
     )
     if result.status == "no_valid_completion" and samples:

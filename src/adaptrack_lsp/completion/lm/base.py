@@ -9,8 +9,8 @@ path), and counts `tokens_fed`: every token pushed through the network, prompt i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -41,8 +41,13 @@ class LanguageModel(ABC):
     name: str = "model"
 
     @abstractmethod
-    def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0) -> PromptInfo:
+    def set_prompt(
+        self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
+    ) -> PromptInfo:
         """Condition every following `next_logprobs` on `prompt_ids`.
+
+        `cache_key` names a prompt-cache slot (e.g. a document URI) for backends that
+        keep several; the others ignore it.
 
         Left-truncates the prompt so that prompt + `max_new_tokens` fits `max_context`
         (the result says how much was dropped).  Backends that cache may reuse the

@@ -6,7 +6,7 @@ table says, so P(s) and P(s | c) can be enumerated exactly.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class TabularLM(LanguageModel):
             return values
         return self._table.get(key, self._default)
 
-    def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0) -> PromptInfo:
+    def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key=None) -> PromptInfo:
         self.prompt = tuple(prompt_ids)
         self.tokens_fed += len(self.prompt)
         return PromptInfo(length=len(self.prompt))

@@ -11,8 +11,8 @@ real tokenization and a real transformer without any download.
 tokens) directly from identifier and word fragments of the standard library, for
 constraint-mask tests and benchmarks at realistic vocabulary sizes.
 
-Cache directory: ``$ADAPTRACK_CACHE``, else ``$XDG_CACHE_HOME/adaptrack-lsp``, else
-``~/.cache/adaptrack-lsp``; each artifact lives in a folder named by a hash of its recipe.
+Cache directory: `config.cache_root()` (``$ADAPTRACK_CACHE``, else
+``$XDG_CACHE_HOME/adaptrack-lsp``, else ``~/.cache/adaptrack-lsp``); each artifact lives in a folder named by a hash of its recipe.
 Builds happen in a temporary folder renamed into place under a file lock, so concurrent
 first uses build once and never see a half-written folder.
 """
@@ -30,6 +30,8 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from adaptrack_lsp.config import cache_root
 
 TINY_NAME = "tiny"
 
@@ -66,16 +68,6 @@ LARGE_TOKENIZER_RECIPE = {"recipe": 1, "corpus_bytes": 14_000_000, "max_fragment
 
 
 # -- cache directory, locking, atomic build ---------------------------------------------
-def cache_root() -> Path:
-    """Where built artifacts are cached."""
-    explicit = os.environ.get("ADAPTRACK_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "adaptrack-lsp"
-
-
 def _recipe_key(kind: str, recipe: dict, with_torch: bool) -> str:
     import tokenizers
 
