@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from adaptrack_lsp.completion.vocab import Vocabulary
 
 #: characters that continue an identifier (Python's identifier rules, ASCII fast path)
@@ -36,6 +38,9 @@ MAX_HEAL_TOKENS = 4
 CHARS_PER_TOKEN = 6
 #: at most this many characters per prompt token are tokenized to find the window
 MAX_CHARS_PER_TOKEN = 8
+#: tokens of slack when a window's size is estimated from the tail's encoding (a token
+#: may straddle the window's first line break)
+ESTIMATE_MARGIN = 2
 
 
 @dataclass(frozen=True)
@@ -282,25 +287,30 @@ class PromptBuilder:
             if len(ids) <= budget:
                 return 0, ids
         tail_start = max(0, len(prefix) - max_chars)
-        tail_ids = self.encode(prefix[tail_start:])
+        tail = prefix[tail_start:]
+        tail_ids = self.encode(tail)
         density = (len(prefix) - tail_start) / max(1, len(tail_ids))
         step = 2 ** max(0, int(math.log2(max(1.0, budget * density / 4))))
-        encoded: dict[int, tuple[int, list[int]]] = {}
+        # Token counts of candidate windows, estimated from the one tail encoding: the
+        # tokens lying wholly inside a window's bytes, counted from the end of the text.
+        token_starts = np.concatenate(([0], np.cumsum(self.vocab.byte_lengths[np.asarray(tail_ids, dtype=np.int64)])))
+        tail_bytes = int(token_starts[-1])
+        token_starts = token_starts[:-1]
 
-        def window(anchor: int) -> tuple[int, list[int]]:
-            if anchor not in encoded:
-                start = _snap_to_line(prefix, anchor * step)
-                encoded[anchor] = (start, self.encode(prefix[start:]))
-            return encoded[anchor]
+        def estimated_count(start: int) -> int:
+            window_bytes = len(prefix[start:].encode("utf-8", "surrogatepass"))
+            return int(np.count_nonzero(token_starts >= tail_bytes - window_bytes))
 
-        low, high = math.ceil(tail_start / step), math.ceil(len(prefix) / step)
-        while low < high:  # the smallest anchor whose window fits
-            middle = (low + high) // 2
-            if len(window(middle)[1]) <= budget:
-                high = middle
-            else:
-                low = middle + 1
-        start, ids = window(low)
+        anchor = math.ceil(tail_start / step)
+        last = math.ceil(len(prefix) / step)
+        while anchor < last and estimated_count(_snap_to_line(prefix, anchor * step)) > budget - ESTIMATE_MARGIN:
+            anchor += 1
+        while True:  # the first anchor whose window really fits (almost always the estimate)
+            start = _snap_to_line(prefix, anchor * step)
+            ids = self.encode(prefix[start:])
+            if len(ids) <= budget or anchor >= last:
+                break
+            anchor += 1
         if len(ids) > budget:  # a single line longer than the budget: cut inside it
             ids = ids[len(ids) - budget :]
             start = len(prefix) - len(self.vocab.decode_bytes(ids).decode("utf-8", errors="ignore"))

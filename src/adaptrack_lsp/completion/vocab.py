@@ -143,5 +143,14 @@ class Vocabulary:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     @cached_property
+    def byte_lengths(self):
+        """int32[size]: bytes each id contributes to the text (0 for special/padding ids)."""
+        import numpy as np
+
+        lengths = np.zeros(self.size, dtype=np.int32)
+        lengths[: len(self.token_bytes)] = [len(b) for b in self.token_bytes]
+        return lengths
+
+    @cached_property
     def trie(self) -> TokenTrie:
         return TokenTrie(self.texts, excluded=self.special_ids)

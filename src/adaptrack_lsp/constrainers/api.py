@@ -104,16 +104,31 @@ class StaticIndex(APIIndex):
 
 # -- imports -------------------------------------------------------------------------------
 _PARSER = None
+_IMPORT_QUERY = None
+#: the lines that can belong to an import statement (its continuation lines included)
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
+_ROOTS_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
+_ROOTS_CACHE_SIZE = 16
 
 
 def _parser():
-    global _PARSER
+    global _PARSER, _IMPORT_QUERY
     if _PARSER is None:
         import tree_sitter_python
-        from tree_sitter import Language, Parser
+        from tree_sitter import Language, Parser, Query
 
-        _PARSER = Parser(Language(tree_sitter_python.language()))
+        language = Language(tree_sitter_python.language())
+        _IMPORT_QUERY = Query(language, "[(import_statement) (import_from_statement)] @import")
+        _PARSER = Parser(language)
     return _PARSER
+
+
+def _import_statements(tree) -> list:
+    """Every import statement of a parse tree (any depth), in source order."""
+    from tree_sitter import QueryCursor
+
+    captures = QueryCursor(_IMPORT_QUERY).captures(tree.root_node)
+    return sorted(captures.get("import", []), key=lambda node: node.start_byte)
 
 
 def _dotted(node) -> tuple[str, ...]:
@@ -131,13 +146,28 @@ def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
     import b [as c]`` binds b (or c) -> (a, b).  Relative and wildcard imports are
     ignored; syntax errors are tolerated (tree-sitter recovers).  Later imports win.
     """
-    roots: dict[str, tuple[str, ...]] = {}
     if not document:
-        return roots
+        return {}
+    # Typing rarely touches the imports: the parse is redone only when the lines that
+    # can hold an import (or the string delimiters that decide what is code) change.
+    key = (
+        tuple(match.group(0) for match in _IMPORT_LINE.finditer(document)),
+        document.count('"""'),
+        document.count("'''"),
+    )
+    cached = _ROOTS_CACHE.get(key)
+    if cached is None:
+        cached = _learn_roots_uncached(document)
+        if len(_ROOTS_CACHE) >= _ROOTS_CACHE_SIZE:
+            _ROOTS_CACHE.pop(next(iter(_ROOTS_CACHE)))
+        _ROOTS_CACHE[key] = cached
+    return dict(cached)
+
+
+def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
+    roots: dict[str, tuple[str, ...]] = {}
     tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
-    stack = [tree.root_node]
-    while stack:
-        node = stack.pop()
+    for node in _import_statements(tree):
         if node.type == "import_statement":
             for child in node.children_by_field_name("name"):
                 if child.type == "aliased_import":
@@ -175,10 +205,7 @@ def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
                     parts = _dotted(child)
                     if len(parts) == 1:
                         roots[parts[0]] = base + parts
-            continue
-        # imports can sit anywhere (functions, try blocks, error nodes); walk in source order
-        stack.extend(reversed(node.children))
-    # the stack walks children in order, so later statements overwrite earlier ones
+    # statements come in source order, so later imports overwrite earlier ones
     return {alias: path for alias, path in roots.items() if alias.isidentifier()}
 
 
