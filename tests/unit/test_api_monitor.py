@@ -72,6 +72,23 @@ def test_learn_roots_from_every_import_form():
     }
 
 
+def test_learn_roots_follows_edits_to_the_imports():
+    body = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(50))
+    document = "import numpy as np\n" + body
+    assert learn_roots(document) == {"np": ("numpy",)}
+    # typing in the body keeps the answer; editing an import changes it
+    assert learn_roots(document + "\ny = np.") == {"np": ("numpy",)}
+    assert learn_roots(document.replace("import numpy as np", "import numpy as xp")) == {"xp": ("numpy",)}
+    assert learn_roots("from torch import (\n    linalg,\n    nn as neural)\n" + body) == {
+        "linalg": ("torch", "linalg"),
+        "neural": ("torch", "nn"),
+    }
+    # an import inside a docstring is text, not code; closing the docstring earlier makes it code
+    quoted = 'import os\n"""\nimport numpy as np\n"""\n'
+    assert learn_roots(quoted) == {"os": ("os",)}
+    assert learn_roots('import os\n""""""\nimport numpy as np\n"""\n') == {"os": ("os",), "np": ("numpy",)}
+
+
 def test_learn_roots_tolerates_garbage():
     assert learn_roots("") == {}
     assert learn_roots("import \nfrom import as\n)))(((\x00") == {}
