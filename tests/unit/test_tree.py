@@ -66,7 +66,7 @@ def test_q_is_exact_after_full_exploration(vocab):
     for _ in range(300):
         backtrack_sample(tree, rng)
     # P(c) = 2 valid sequences of probability (1/3)^3 each
-    assert math.isclose(tree.root.q, 2 / 27, rel_tol=1e-9)
+    assert math.isclose(tree.root.q, 2 / 27, rel_tol=1e-6)  # the LM interface is float32
 
 
 def test_no_valid_completion_is_reported_not_looped(vocab):
@@ -158,3 +158,20 @@ def test_cache_key_reaches_the_model(vocab):
         assert len(result.samples) == 2
         assert result.counters.prompt_tokens_fed == 2
     assert keyed.keys == ["file:///a.py"]
+
+
+def test_two_level_draw_on_a_large_vocabulary_follows_the_weights(vocab):
+    from scipy.stats import chisquare
+
+    tree = PrefixTree(uniform_lm(vocab), Unconstrained(vocab), DecodeRequest(prompt_ids=[]))
+    weights = np.zeros(20_000)
+    chosen = np.array([3, 1023, 1024, 5000, 19_999])  # block edges and the last token
+    weights[chosen] = [0.1, 0.2, 0.3, 0.15, 0.25]
+    rng = np.random.default_rng(7)
+    draws = [tree.draw(weights, rng) for _ in range(20_000)]
+    assert set(draws) <= set(chosen.tolist())
+    counts = np.array([draws.count(int(i)) for i in chosen])
+    assert chisquare(counts, weights[chosen] * len(draws)).pvalue > 1e-3
+    # the same test rejects a draw that ignores the weights
+    uniform = np.full(len(chosen), len(draws) / len(chosen))
+    assert chisquare(uniform, weights[chosen] * len(draws)).pvalue < 1e-9

@@ -31,6 +31,8 @@ import numpy as np
 from adaptrack_lsp.completion.decoders.base import Counters, DecodeCancelled, DecodeRequest, Sample
 
 UNCHECKED, INVALID, VALID = -1, 0, 1
+#: tokens per block when drawing from a large distribution in two levels
+DRAW_BLOCK = 1024
 
 
 class BudgetExceeded(Exception):
@@ -219,45 +221,51 @@ class PrefixTree:
         if logprobs.shape[0] < self.vocab.size:
             raise ValueError(f"the LM returned {logprobs.shape[0]} log-probabilities for a vocabulary of {self.vocab.size}")
         logprobs = logprobs[: self.vocab.size]
-        if np.isnan(logprobs).any() or np.isposinf(logprobs).any():
+        top = float(logprobs.max())
+        if not top < np.inf:  # NaN or +inf anywhere makes the maximum NaN or +inf
             from adaptrack_lsp.completion.lm.base import ModelError
 
             raise ModelError("the model produced NaN or +inf log-probabilities")
-        scaled = logprobs / np.float32(self.temperature) if self.temperature != 1.0 else logprobs
-        finite = scaled[np.isfinite(scaled)]
-        if finite.size == 0:
+        if top == -np.inf:
             from adaptrack_lsp.completion.lm.base import ModelError
 
             raise ModelError("the model gave every token zero probability")
-        top = float(finite.max())
-        # normaliser over the whole vocabulary: special/padding mass is lost (invalid) mass
-        log_normaliser = top + math.log(float(np.exp(finite.astype(np.float64) - top).sum()))
+        if self.temperature == 1.0:
+            scaled = logprobs  # the LM's log-probabilities are normalised already
+            log_normaliser = 0.0
+        else:
+            scaled = logprobs / np.float32(self.temperature)
+            # normaliser over the whole vocabulary: special/padding mass is lost (invalid) mass
+            shifted_top = top / self.temperature
+            log_normaliser = shifted_top + math.log(float(np.exp(scaled.astype(np.float64) - shifted_top).sum()))
         eligible = np.where(self._special_or_padding, -np.inf, scaled)
         best = float(eligible.max())
-        valid_mask = None
-        if not np.isfinite(best):
+        if best == -np.inf:
             candidates = np.zeros(0, dtype=np.int32)
+            checked_valid = False
         elif with_validity and node.valid:
+            # every token is checked at once: keep exactly the valid ones, whatever their
+            # probability (invalid tokens carry no Q and are never drawn)
             start = time.perf_counter()
             valid_mask = np.asarray(self.constraint.mask(node.state), dtype=bool)[: self.vocab.size]
             self.counters.constraint_seconds += time.perf_counter() - start
-            keep = (eligible >= best - self.prune_logprob) | (valid_mask & np.isfinite(eligible))
-            candidates = np.flatnonzero(keep).astype(np.int32)
+            candidates = np.flatnonzero(valid_mask & (eligible > -np.inf)).astype(np.int32)
+            self.counters.constraint_checks += int(np.count_nonzero(eligible >= best - self.prune_logprob))
+            checked_valid = True
         else:
             candidates = np.flatnonzero(eligible >= best - self.prune_logprob).astype(np.int32)
+            checked_valid = False
         node.candidates = candidates  # ascending token ids
-        node.probs = np.exp(scaled[candidates].astype(np.float64) - log_normaliser)
         node.raw_logprobs = logprobs[candidates]
-        node.validity = np.full(candidates.size, UNCHECKED if node.valid else INVALID, dtype=np.int8)
+        # exp in float32 (the LM's precision; float64 exp over a 150k vocabulary costs ms)
+        node.probs = np.exp(scaled[candidates] - np.float32(log_normaliser)).astype(np.float64)
+        if checked_valid:
+            node.validity = np.full(candidates.size, VALID, dtype=np.int8)
+        else:
+            node.validity = np.full(candidates.size, UNCHECKED if node.valid else INVALID, dtype=np.int8)
         node.child_q = np.ones(candidates.size, dtype=np.float64) if node.valid else np.zeros(candidates.size)
         node.evaluated = True
-        if not node.valid:
-            node.checked = True
-        elif valid_mask is not None:
-            self.counters.constraint_checks += int(candidates.size)
-            self._set_validity(node, np.arange(candidates.size), valid_mask[candidates])
-            node.checked = True
-            self._compact(node)
+        node.checked = checked_valid or not node.valid
         self._recompute_q(node)
 
     def _compact(self, node: Node) -> None:
@@ -386,7 +394,8 @@ class PrefixTree:
         if not node.valid:
             node.q = 0.0
         elif node.evaluated:
-            node.q = float(np.dot(node.probs, node.child_q)) if node.probs.size else 0.0
+            # einsum, not BLAS dot: BLAS threads fight the model's threads for the cores
+            node.q = float(np.einsum("i,i->", node.probs, node.child_q)) if node.probs.size else 0.0
         else:
             node.q = 1.0
 
@@ -435,12 +444,27 @@ class PrefixTree:
         if self.greedy:
             index = int(np.argmax(weights))
             return index if weights[index] > 0.0 else None
-        total = float(weights.sum())
-        if total <= 0.0:
-            return None
-        cumulative = np.cumsum(weights)
-        index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
-        index = min(index, weights.size - 1)
+        if weights.size > DRAW_BLOCK * 4:  # two levels: pick a block, then a token in it
+            block_sums = np.add.reduceat(weights, np.arange(0, weights.size, DRAW_BLOCK))
+            block_cumulative = np.cumsum(block_sums)
+            if not block_cumulative[-1] > 0.0:
+                return None
+            target = rng.random() * block_cumulative[-1]
+            block = min(int(np.searchsorted(block_cumulative, target, side="right")), block_sums.size - 1)
+            while block_sums[block] <= 0.0:
+                block -= 1
+            offset = block * DRAW_BLOCK
+            inside = np.cumsum(weights[offset : offset + DRAW_BLOCK])
+            before = block_cumulative[block - 1] if block else 0.0
+            local = int(np.searchsorted(inside, (target - before), side="right"))
+            index = offset + min(local, inside.size - 1)
+        else:
+            total = float(weights.sum())
+            if total <= 0.0:
+                return None
+            cumulative = np.cumsum(weights)
+            index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+            index = min(index, weights.size - 1)
         if weights[index] <= 0.0:  # rounding landed on a zero-width bucket: nearest real one
             nonzero = np.flatnonzero(weights > 0.0)
             index = int(nonzero[min(np.searchsorted(nonzero, index), nonzero.size - 1)])

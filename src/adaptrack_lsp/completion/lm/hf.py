@@ -37,7 +37,6 @@ from adaptrack_lsp.completion.lm.base import (
     LanguageModel,
     ModelError,
     PromptInfo,
-    normalize_logprobs,
 )
 from adaptrack_lsp.completion.vocab import Vocabulary
 
@@ -168,6 +167,7 @@ class HFLanguageModel(LanguageModel):
         self._node_kv_bytes = 0
         self._node_store = True
         self._padding = np.arange(vocab.size) >= vocab.num_defined
+        self._padding_mask = None  # the same as a torch tensor on the model's device
 
     # -- prompt -------------------------------------------------------------------------
     def set_prompt(
@@ -356,9 +356,17 @@ class HFLanguageModel(LanguageModel):
             self._node_kv_bytes += per_token
 
     def _logprobs(self, logits: torch.Tensor) -> np.ndarray:
-        values = logits.float().numpy().astype(np.float64, copy=True)
-        values[self._padding] = -np.inf
-        return normalize_logprobs(values)
+        """log-softmax (float32, on the model's device) with padding ids at -inf."""
+        values = logits.float()
+        if self._padding_mask is None or self._padding_mask.device != values.device:
+            self._padding_mask = torch.from_numpy(self._padding).to(values.device)
+        values = values.masked_fill(self._padding_mask, -torch.inf)
+        top = float(values.max())
+        if not top < np.inf:  # NaN anywhere makes the maximum NaN
+            raise ModelError("the model produced NaN or +inf logits")
+        if top == -np.inf:
+            raise ModelError("the model gave every token zero probability")
+        return torch.log_softmax(values, dim=-1).cpu().numpy()
 
 
 # -- loading ------------------------------------------------------------------------------
