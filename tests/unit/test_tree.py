@@ -175,3 +175,18 @@ def test_two_level_draw_on_a_large_vocabulary_follows_the_weights(vocab):
     # the same test rejects a draw that ignores the weights
     uniform = np.full(len(chosen), len(draws) / len(chosen))
     assert chisquare(uniform, weights[chosen] * len(draws)).pvalue < 1e-9
+
+
+def test_very_unlikely_valid_tokens_keep_their_probability(vocab):
+    # "c" has probability e^-120: far below float32's range, but it is the only valid token
+    tiny = math.exp(-120)
+
+    def conditional(path):
+        return [0.5 - tiny / 2, 0.5 - tiny / 2, tiny, 0.0] if not path else [0, 0, 0, 1.0]
+
+    lm = TabularLM(vocab, conditional=conditional)
+    constraint = WordsConstraint(vocab, [("c", "$")])
+    for name in ["constrained", "adaptrack"]:
+        result = get_decoder(name).decode(lm, constraint, DecodeRequest(prompt_ids=[], seed=0))
+        assert [s.text for s in result.samples] == ["c"], name
+        assert math.isclose(result.samples[0].logprob, -120.0, rel_tol=1e-5)

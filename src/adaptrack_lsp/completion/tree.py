@@ -31,6 +31,8 @@ import numpy as np
 from adaptrack_lsp.completion.decoders.base import Counters, DecodeCancelled, DecodeRequest, Sample
 
 UNCHECKED, INVALID, VALID = -1, 0, 1
+#: below this log-probability float32 exp loses precision (denormals) and then underflows
+FLOAT32_EXP_FLOOR = -80.0
 #: tokens per block when drawing from a large distribution in two levels
 DRAW_BLOCK = 1024
 
@@ -257,8 +259,14 @@ class PrefixTree:
             checked_valid = False
         node.candidates = candidates  # ascending token ids
         node.raw_logprobs = logprobs[candidates]
-        # exp in float32 (the LM's precision; float64 exp over a 150k vocabulary costs ms)
-        node.probs = np.exp(scaled[candidates] - np.float32(log_normaliser)).astype(np.float64)
+        # exp in float32 (the LM's precision; float64 exp over a 150k vocabulary costs
+        # ms), except where float32 would underflow: a valid token of probability 1e-50
+        # is rare, but zero would make a dead end of it
+        values = scaled[candidates] - np.float32(log_normaliser)
+        node.probs = np.exp(values).astype(np.float64)
+        tiny = values < FLOAT32_EXP_FLOOR
+        if tiny.any():
+            node.probs[tiny] = np.exp(values[tiny].astype(np.float64))
         if checked_valid:
             node.validity = np.full(candidates.size, VALID, dtype=np.int8)
         else:
