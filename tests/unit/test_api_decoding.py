@@ -1,7 +1,7 @@
 """Decoding with the API constraint through the engine's decoders on the tiny model:
 every sample spells only real attribute chains (200 samples per decoder from one shared
-tree, plus independent seeds with their own trees), while unconstrained sampling from the
-same model does not."""
+tree, and 200 independent seeds per decoder, each with its own tree), while unconstrained
+sampling from the same model does not."""
 
 from __future__ import annotations
 
@@ -111,10 +111,11 @@ def test_constrained_decoders_only_write_real_chains(setup, decoder_name):
     assert len({re.match(r"\w*", s.text).group() for s in samples}) >= 20
 
 
-def test_adaptrack_with_independent_seeds_and_trees(setup):
+@pytest.mark.parametrize("decoder_name", ["adaptrack", "constrained"])
+def test_200_independent_seeds_each_with_its_own_tree(setup, decoder_name):
     _, _, dotted, _ = setup
-    samples = decode_all("adaptrack", setup, range(1, 21), max_new_tokens=3)
-    assert len(samples) == 20
+    samples = decode_all(decoder_name, setup, range(1, 201))
+    assert len(samples) == 200
     assert_all_valid(samples, dotted)
 
 
