@@ -66,4 +66,16 @@ function M.is_list(value)
   return count == #value
 end
 
+--- The items of an LSP result that is either a bare list or a `{ items = ... }` object
+--- (CompletionList, InlineCompletionList); {} for anything else.
+function M.result_items(result)
+  if type(result) ~= 'table' then
+    return {}
+  end
+  if M.is_list(result) then
+    return result
+  end
+  return result.items or {}
+end
+
 return M

@@ -14,20 +14,10 @@ function M.setup(client_lookup)
   get_client = client_lookup
 end
 
-local function items_of(result)
-  if type(result) ~= 'table' then
-    return {}
-  end
-  if compat.is_list(result) then
-    return result
-  end
-  return result.items or {}
-end
-
 --- Complete-items (see :help complete-items) for an LSP completion result.
 function M.to_complete_items(result, prefix)
   local items = {}
-  for _, item in ipairs(items_of(result)) do
+  for _, item in ipairs(compat.result_items(result)) do
     local word = item.textEdit and item.textEdit.newText or item.insertText or item.label
     if type(word) == 'string' and word ~= '' and word:sub(1, #prefix) == prefix then
       table.insert(items, {

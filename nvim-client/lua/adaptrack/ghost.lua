@@ -98,16 +98,6 @@ function M.item_text(item)
   return insert or ''
 end
 
-local function items_of(result)
-  if type(result) ~= 'table' then
-    return {}
-  end
-  if compat.is_list(result) then
-    return result
-  end
-  return result.items or {}
-end
-
 --- Build the suggestion for the first usable item: the text to show after the cursor is
 --- the item's text minus what is already typed between the range start and the cursor.
 local function make_suggestion(buf, items, row, col, encoding)
@@ -181,7 +171,7 @@ local function handle_response(buf, request, err, result)
   if vim.api.nvim_buf_get_changedtick(buf) ~= request.changedtick or row ~= request.row or col ~= request.col then
     return -- the text or the cursor moved on
   end
-  local suggestion = make_suggestion(buf, items_of(result), row, col, request.encoding)
+  local suggestion = make_suggestion(buf, compat.result_items(result), row, col, request.encoding)
   state.suggestion = suggestion
   if suggestion then
     render(buf, suggestion)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaptrack_lsp.completion.decoders.base import Counters, DecodeCancelled, DecodeRequest, Sample
+from adaptrack_lsp.completion.decoders.base import Counters, DecodeCancelled, DecodeRequest, DecodeResult, Sample
 
 UNCHECKED, INVALID, VALID = -1, 0, 1
 #: below this log-probability float32 exp loses precision (denormals) and then underflows
@@ -486,6 +486,25 @@ class PrefixTree:
             logprob=node.logprob,
             complete=node.terminal,
             valid=node.valid,
+        )
+    def partial_sample(self, node: Node) -> Sample:
+        """A sample for a path that did not end (cut by max_new_tokens or the budget)."""
+        sample = self.sample_of(node)
+        sample.complete = False
+        return sample
+
+    def result(self, samples: list[Sample], counters: Counters, status: str, message: str = "", failures: int = 0, prompt_info=None) -> DecodeResult:
+        """The decode's result; `prompt_info` defaults to this tree's (a decode that built
+        several trees passes the first one's)."""
+        info = prompt_info if prompt_info is not None else self.prompt_info
+        return DecodeResult(
+            samples=samples,
+            counters=counters,
+            status=status,
+            message=message,
+            prompt_truncated=getattr(info, "truncated", 0),
+            prompt_reused=getattr(info, "reused", 0),
+            failures=failures,
         )
 
 

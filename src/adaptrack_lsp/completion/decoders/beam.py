@@ -87,10 +87,7 @@ class BeamDecoder(Decoder):
             if fallback:
                 status = "partial"
                 message = message or "max_new_tokens reached before any beam ended"
-                for node in fallback[:num_samples]:
-                    sample = tree.sample_of(node)
-                    sample.complete = False
-                    samples.append(sample)
+                samples.extend(tree.partial_sample(node) for node in fallback[:num_samples])
             elif tree.root.q <= 0.0:
                 status = "no_valid_completion"
                 message = "no valid completion: every continuation violates the constraint"
@@ -99,13 +96,6 @@ class BeamDecoder(Decoder):
                 message = message or "beam search pruned every valid completion"
         elif timed_out:
             status = "partial"
-        return DecodeResult(
-            samples=samples,
-            counters=watch.finish(),
-            status=status,
-            message=message,
-            prompt_truncated=getattr(tree.prompt_info, "truncated", 0),
-            prompt_reused=getattr(tree.prompt_info, "reused", 0),
-            failures=num_samples - len(samples) if status != "ok" else 0,
-        )
+        failures = num_samples - len(samples) if status != "ok" else 0
+        return tree.result(samples, watch.finish(), status, message, failures)
 

@@ -89,24 +89,12 @@ class MAPDecoder(Decoder):
             if not samples:
                 fallback = max(cut, key=lambda n: n.logprob, default=None) or open_prefix
                 if fallback is not None and fallback.depth > 0:
-                    sample = tree.sample_of(fallback)
-                    sample.complete = False
-                    samples.append(sample)
+                    samples.append(tree.partial_sample(fallback))
         elif not samples:
             if cut:
                 status, message = "partial", "max_new_tokens reached before any valid sequence ended"
-                best = max(cut, key=lambda n: n.logprob)
-                sample = tree.sample_of(best)
-                sample.complete = False
-                samples.append(sample)
+                samples.append(tree.partial_sample(max(cut, key=lambda n: n.logprob)))
             else:
                 status, message = "no_valid_completion", "no valid completion: every continuation violates the constraint"
-        return DecodeResult(
-            samples=samples,
-            counters=watch.finish(),
-            status=status,
-            message=message,
-            prompt_truncated=getattr(tree.prompt_info, "truncated", 0),
-            prompt_reused=getattr(tree.prompt_info, "reused", 0),
-            failures=num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0,
-        )
+        failures = num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0
+        return tree.result(samples, watch.finish(), status, message, failures)

@@ -70,21 +70,12 @@ def run_samples(
     except BudgetExceeded:
         partial = best_partial(tree)
         if partial is not None:
-            sample = tree.sample_of(partial)
-            sample.complete = False
-            samples.append(sample)
+            samples.append(tree.partial_sample(partial))
         failures += int(request.num_samples) - len(samples)
         status_override = "partial"
         message = f"time budget of {request.timeout_s:.3g} s exceeded"
-    result = DecodeResult(
-        samples=samples,
-        counters=watch.finish(),
-        status=status_override or finish_status(samples, failures, tree.root.q),
-        message=message,
-        prompt_truncated=getattr(prompt_info, "truncated", 0),
-        prompt_reused=getattr(prompt_info, "reused", 0),
-        failures=failures,
-    )
+    status = status_override or finish_status(samples, failures, tree.root.q)
+    result = tree.result(samples, watch.finish(), status, message, failures, prompt_info=prompt_info)
     if result.status == "no_valid_completion" and samples:
         result.status = "failed"
     if result.status == "partial" and not message:
