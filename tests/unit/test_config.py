@@ -15,6 +15,7 @@ def test_defaults_match_the_protocol_contract():
         "device": "auto",
         "dtype": "auto",
         "decoder": "adaptrack",
+        "listDecoder": "exact",
         "temperature": 0.0,
         "numSamples": 5,
         "maxNewTokens": 48,

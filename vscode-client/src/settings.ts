@@ -20,6 +20,7 @@ export interface ServerSettings {
   device: Device;
   dtype: Dtype;
   decoder: string;
+  listDecoder: string;
   temperature: number;
   numSamples: number;
   maxNewTokens: number;
@@ -47,6 +48,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   device: 'auto',
   dtype: 'auto',
   decoder: 'adaptrack',
+  listDecoder: 'exact',
   temperature: 0,
   numSamples: 5,
   maxNewTokens: 48,

@@ -12,6 +12,7 @@ M.server_settings = {
   device = 'string',
   dtype = 'string',
   decoder = 'string',
+  listDecoder = 'string',
   temperature = 'number',
   numSamples = 'number',
   maxNewTokens = 'number',
