@@ -15,7 +15,7 @@ import sys
 
 from adaptrack_lsp import __version__
 
-SUBCOMMANDS = ["serve", "complete", "sample", "index", "eval"]
+SUBCOMMANDS = ["serve", "complete", "sample", "index", "eval", "settings-schema"]
 
 
 def setup_logging(verbose: int = 0, log_file: str | None = None) -> None:
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"adaptrack-lsp {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"adaptrack_lsp.commands.{name}")
+        module = importlib.import_module(f"adaptrack_lsp.commands.{name.replace('-', '_')}")
         sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
         sub.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
         sub.add_argument("--log-file", default=None, help="also write the log to this file")
