@@ -7,10 +7,11 @@ pass left.  The cache root is a new temporary folder; the built-in tiny model is
 into it, so that only the API index starts empty.  The environment indexed is the one
 running this script (it must have numpy, torch and tensorflow installed).
 
-Per run it prints the index seconds (from the index's creation until the paths the
-completion used were answered; the CLI waits for them before decoding), the decode
-seconds (the decoder's wall time, which alone is bounded by the budget), the process
-seconds, the status and the number of valid candidates.
+Per run it prints the index seconds (the time the API index spent computing or loading
+answers in that process: interpreter probe, disk cache, jedi, runtime introspection; the
+CLI waits for what the cursor needs before decoding), the decode seconds (the decoder's
+wall time, which alone is bounded by the budget), the process seconds (model load
+included), the status and the number of valid candidates.
 
     python benchmarks/cold_start.py [--samples 1]
 

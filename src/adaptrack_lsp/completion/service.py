@@ -500,9 +500,9 @@ class CompletionService:
         `wait_for_index` the call waits for them (`index_progress(message)` says what it
         waits for) and decodes again with the full budget; without, it answers at once
         with status "indexing", no candidates, and the look-ups running in the
-        background.  Counters: `index_seconds` (from the index's creation until the paths
-        this completion used were answered), `index_wait_seconds` (of that, the time this
-        call waited), `wall_seconds` (the decode).
+        background.  Counters: `index_seconds` (what the index has spent computing answers
+        in this process so far), `index_wait_seconds` (the time this call waited for
+        it), `wall_seconds` (the decode).
         """
         if mode not in ("inline", "list"):
             raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
@@ -516,7 +516,6 @@ class CompletionService:
             index = None
         index_seconds = 0.0
         given_up: set[tuple[str, ...]] = set()
-        needed: list[tuple[str, ...]] = []
         if index is not None:
             needed = needed_paths(text, offset)
             if wait_for_index:
@@ -538,7 +537,6 @@ class CompletionService:
                 break
             if not wait_for_index:
                 return self._indexing_result(view.pending, info, started)
-            needed.extend(view.pending)
             index_seconds += self._wait_for_index(index, view.pending, given_up, index_progress)
         if given_up:
             waited = ", ".join(".".join(p) for p in given_up)
@@ -561,7 +559,7 @@ class CompletionService:
         counters = result.counters.as_dict()
         counters["service_seconds"] = time.perf_counter() - started
         counters["index_wait_seconds"] = index_seconds
-        counters["index_seconds"] = index.ready_seconds(needed) if index is not None else 0.0
+        counters["index_seconds"] = index.work_seconds() if index is not None else 0.0
         counters["prompt_tokens"] = len(plan.prompt_ids)
         counters["prompt_tokens_reused"] = result.prompt_reused
         return CompletionResult(

@@ -49,8 +49,9 @@ class APIIndex(ABC):
         """Wait until every path of `paths` is `ready` (at most `timeout_s`)."""
         return True
 
-    def ready_seconds(self, paths) -> float:
-        """Seconds this index spent until `paths` were answered (0 where answers are immediate)."""
+    def work_seconds(self) -> float:
+        """Seconds this index has spent computing answers in the background (0 where
+        answers are immediate)."""
         return 0.0
 
     def has_root(self, module: str) -> bool:

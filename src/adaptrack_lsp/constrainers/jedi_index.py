@@ -262,8 +262,8 @@ class JediIndex(APIIndex):
         self._jobs: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self.probe_timeout_s = PROBE_TIMEOUT_S
-        self.created_at = time.perf_counter()
-        self._ready_at: dict[tuple[str, ...], float] = {}
+        #: seconds the background thread spent on lookups (probe, disk, jedi, runtime)
+        self.busy_seconds = 0.0
         self._facts: EnvironmentFacts | None = None
         self._disk_cache = IndexCache(self.cache_dir) if self.cache_dir is not None else None
 
@@ -334,14 +334,10 @@ class JediIndex(APIIndex):
         members = {n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None
         with self._lock:
             self._memory.setdefault(path, members)
-            self._ready_at.setdefault(path, time.perf_counter())
         return True
 
-    def ready_seconds(self, paths) -> float:
-        """Seconds from this index's creation until the last of `paths` was answered."""
-        with self._lock:
-            times = [self._ready_at[tuple(p)] for p in paths if tuple(p) in self._ready_at]
-        return max(times) - self.created_at if times else 0.0
+    def work_seconds(self) -> float:
+        return self.busy_seconds
 
     def wait_ready(self, paths: Iterable[tuple[str, ...]], timeout_s: float) -> bool:
         """Look `paths` up (in the background) and wait until all are answered or
@@ -388,16 +384,17 @@ class JediIndex(APIIndex):
             if job is None:
                 return
             path, future = job
+            started = time.perf_counter()
             try:
                 members, definitive = self._lookup(path)
             except Exception as error:  # jedi raising on odd code is "unknown"
                 log.warning("API index: %s: %s: %s", ".".join(path), type(error).__name__, error)
                 members, definitive = None, False
             with self._lock:
+                self.busy_seconds += time.perf_counter() - started
                 self._pending.pop(path, None)
                 if definitive:
                     self._memory[path] = members
-                    self._ready_at[path] = time.perf_counter()
                     self._failed_at.pop(path, None)
                 else:
                     self._failed_at[path] = time.monotonic()

@@ -49,8 +49,8 @@ class ReadyOnlyIndex(APIIndex):
     def wait_ready(self, paths, timeout_s: float) -> bool:
         return self.index.wait_ready(paths, timeout_s)
 
-    def ready_seconds(self, paths) -> float:
-        return self.index.ready_seconds(paths)
+    def work_seconds(self) -> float:
+        return self.index.work_seconds()
 
     def packages(self) -> dict[str, str]:
         return self.index.packages()
