@@ -6,14 +6,13 @@ import threading
 import time
 
 import numpy as np
+from test_service import tabular_model
 
 from adaptrack_lsp.completion.lm.tabular import TabularLM
 from adaptrack_lsp.completion.service import INDEXING, CompletionService, needed_paths
-from adaptrack_lsp.config import Settings
 from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.api import StaticIndex
-
-from test_service import tabular_model
 
 TEXT = "import numpy as np\nx = np."
 
@@ -152,5 +151,29 @@ def test_warm_up_starts_the_imports_lookups_without_waiting():
         assert future.result(timeout=10) == 1
         assert time.monotonic() - started < 2 and index.prefetched == [("numpy",)]
         assert service.warm_up("x = 1") is not None
+    finally:
+        service.close()
+
+
+def test_interpreter_that_hangs_leaves_the_document_unconstrained_saying_why(tmp_path, monkeypatch):
+    hanging = tmp_path / "python"
+    hanging.write_text("#!/bin/sh\nsleep 60\n")
+    hanging.chmod(0o755)
+    monkeypatch.setattr("adaptrack_lsp.constrainers.jedi_index.PROBE_TIMEOUT_S", 0.5)
+    monkeypatch.setenv("ADAPTRACK_CACHE", str(tmp_path / "cache"))
+    service = CompletionService(
+        Settings(model="tabular", timeout_ms=60_000, max_new_tokens=5, python_path=str(hanging)),
+        model_loader=lambda s, progress: tabular_model(),
+    )
+    service.load()
+    try:
+        first = service.complete(TEXT, len(TEXT))  # the server's way: the probe runs meanwhile
+        assert first.status == INDEXING
+        result = service.complete(TEXT, len(TEXT), wait_for_index=True)  # the CLI's way
+        assert result.constraint.source == "none"
+        assert "did not say its version within 0.5 s" in result.constraint.problem
+        assert result.candidates and result.status == "ok"
+        again = service.complete(TEXT, len(TEXT))
+        assert again.status != INDEXING and "did not say its version" in again.constraint.problem
     finally:
         service.close()

@@ -80,7 +80,7 @@ def test_edited_module_with_the_same_version_is_recomputed(venv_python, tmp_path
     "content",
     [
         "{not json",  # corrupt
-        '{"format": %d, "package": "numpy", "version": "4.0.0", "paths": {"numpy": {"via": "jedi", "memb' % CACHE_FORMAT,  # partial
+        f'{{"format": {CACHE_FORMAT}, "package": "numpy", "version": "4.0.0", "paths": {{"numpy": {{"via": "jedi", "memb',  # partial
         json.dumps({"format": CACHE_FORMAT, "package": "numpy", "version": "4.0.0",
                     "paths": {"numpy": {"via": "jedi", "members": {"forged": "yes"}, "files": {}}}}),  # wrong shape
         json.dumps({"format": CACHE_FORMAT, "package": "numpy", "version": "4.0.0",

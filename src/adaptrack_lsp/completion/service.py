@@ -526,7 +526,7 @@ class CompletionService:
                 return self._indexing_result([p for p in needed if not index.ready(p)], info, started)
         while True:
             view = ReadyOnlyIndex(index, unknown=given_up) if index is not None else None
-            stop = (lambda: bool(view.pending)) if view is not None else (lambda: False)
+            stop = view.has_pending if view is not None else (lambda: False)
             try:
                 result, plan, info, request = self._decode(text, offset, mode, settings, seed, document, cancelled, view, stop)
             except CompletionCancelled:

@@ -42,7 +42,7 @@ class APIIndex(ABC):
         answers in the background say False while `path` is being computed)."""
         return True
 
-    def prefetch(self, path: tuple[str, ...]) -> None:
+    def prefetch(self, path: tuple[str, ...]) -> None:  # noqa: B027 - an optional hook
         """Start computing `path` in the background (no-op where answers are immediate)."""
 
     def wait_ready(self, paths, timeout_s: float) -> bool:

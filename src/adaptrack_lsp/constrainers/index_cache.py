@@ -43,7 +43,8 @@ PROBE_TIMEOUT_S = 20.0
 _PROBE_SCRIPT = (
     "import json, os, sys; "
     "print(json.dumps({'executable': os.path.realpath(sys.executable), "
-    "'version': '.'.join(map(str, sys.version_info[:3])), 'sys_path': [p for p in sys.path if p]}))"
+    "'version': '.'.join(map(str, sys.version_info[:3])), 'sys_path': [p for p in sys.path if p], "
+    "'builtin_modules': sorted(sys.builtin_module_names)}))"
 )
 
 
@@ -56,6 +57,8 @@ class EnvironmentFacts:
     executable: str
     version: str
     sys_path: tuple[str, ...]
+    #: modules compiled into the interpreter (no file: ``sys``, ``time``, ``itertools``)
+    builtin_modules: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -79,7 +82,12 @@ def probe_environment(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> Enviro
         raise EnvironmentProbeError(f"cannot run python interpreter {python}: {error}") from None
     try:
         data = json.loads(completed.stdout.strip().splitlines()[-1])
-        return EnvironmentFacts(str(data["executable"]), str(data["version"]), tuple(str(p) for p in data["sys_path"]))
+        return EnvironmentFacts(
+            str(data["executable"]),
+            str(data["version"]),
+            tuple(str(p) for p in data["sys_path"]),
+            frozenset(str(name) for name in data.get("builtin_modules", ())),
+        )
     except (ValueError, KeyError, IndexError, TypeError):
         tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:] or ["no output"]
         raise EnvironmentProbeError(
@@ -92,10 +100,14 @@ def probe_environment(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> Enviro
 
 def module_location(path: Sequence[str], sys_path: Iterable[str]) -> tuple[str, ...]:
     """The source files (.py, .pyi) of the longest module prefix of `path` that exists
-    on `sys_path` as a plain file or package folder, found without importing anything."""
+    on `sys_path` as a plain file or package folder, found without importing anything
+    (an extension module: its compiled file)."""
     for entry in sys_path:
         base = Path(entry)
         if not (base / path[0]).is_dir() and not any((base / f"{path[0]}{suffix}").is_file() for suffix in (".py", ".pyi")):
+            compiled = sorted(str(p) for p in base.glob(f"{path[0]}.*") if p.suffix in (".so", ".pyd") and p.is_file())
+            if compiled:
+                return (compiled[0],)
             continue
         files: tuple[str, ...] = ()
         folder = base
@@ -132,7 +144,7 @@ def distribution_version(root: str, root_file: str | None) -> str | None:
     except OSError:
         return None
     versioned = [(folder, *folder.name[: -len(".dist-info")].split("-", 1)) for folder in folders]
-    for folder, name, version in versioned:
+    for _folder, name, version in versioned:
         if _normalized(name) == _normalized(root):
             return version
     for reader, matches in (

@@ -451,6 +451,8 @@ class JediIndex(APIIndex):
     def _root_version(self, root: str, root_file: str | None) -> str | None:
         """Version of the distribution providing `root`; the Python version for the
         standard library; None for anything else (not cached on disk)."""
+        if self._facts is not None and root in self._facts.builtin_modules:
+            return f"{self._python_version} (stdlib)"
         version = distribution_version(root, root_file)
         if version:
             return version

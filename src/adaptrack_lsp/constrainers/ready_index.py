@@ -40,6 +40,10 @@ class ReadyOnlyIndex(APIIndex):
                 self.pending.append(path)
         return None
 
+    def has_pending(self) -> bool:
+        """Whether some answer was not ready (the decode should stop)."""
+        return bool(self.pending)
+
     def ready(self, path: tuple[str, ...]) -> bool:
         return self.index.ready(path)
 
