@@ -31,7 +31,9 @@ class SlowIndex(StaticIndex):
     def _start(self):
         if self.started_at is None:
             self.started_at = time.monotonic()
-            threading.Timer(self.delay_s, self.done.set).start()
+            timer = threading.Timer(self.delay_s, self.done.set)
+            timer.daemon = True
+            timer.start()
 
     def ready(self, path):
         return tuple(path) not in self.slow_paths or self.done.is_set()
@@ -176,4 +178,20 @@ def test_interpreter_that_hangs_leaves_the_document_unconstrained_saying_why(tmp
         again = service.complete(TEXT, len(TEXT))
         assert again.status != INDEXING and "did not say its version" in again.constraint.problem
     finally:
+        service.close()
+
+
+def test_submit_answers_indexing_without_waiting_for_a_busy_model_thread():
+    index = SlowIndex(delay_s=30.0)
+    service = make_service(index, timeout_ms=60_000)
+    release = threading.Event()
+    try:
+        service._worker.submit(release.wait, 30)  # another request holds the model thread
+        started = time.monotonic()
+        future = service.submit(TEXT, len(TEXT), document="file:///b.py", mode="list")
+        result = future.result(timeout=5)
+        assert time.monotonic() - started < 2
+        assert result.status == INDEXING and not result.candidates
+    finally:
+        release.set()
         service.close()

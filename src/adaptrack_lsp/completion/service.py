@@ -452,11 +452,18 @@ class CompletionService:
     ) -> concurrent.futures.Future:
         """Run `complete` on the model worker thread.  A later submit for the same
         `document` and `mode` supersedes this one (its future raises
-        `CompletionCancelled("superseded")`)."""
+        `CompletionCancelled("superseded")`).  When API members the cursor needs are
+        still being computed, the future is already done with status "indexing" (the
+        model thread, maybe busy with another request, is not waited for)."""
         if not self.ready:
             raise ServiceNotReady(self.message or "the model is not loaded")
         superseded = self.begin_request(f"{mode}:{document}")
         settings = settings or self.settings  # the settings in force when the request came
+        indexing = self.indexing_result(text, offset, settings)
+        if indexing is not None:
+            answered: concurrent.futures.Future = concurrent.futures.Future()
+            answered.set_result(indexing)
+            return answered
 
         def is_cancelled() -> bool:
             return superseded() or (cancelled is not None and cancelled())
@@ -517,13 +524,12 @@ class CompletionService:
         index_seconds = 0.0
         given_up: set[tuple[str, ...]] = set()
         if index is not None:
-            needed = needed_paths(text, offset)
             if wait_for_index:
-                index_seconds += self._wait_for_index(index, needed, given_up, index_progress)
-            elif not all(index.ready(path) for path in needed):
-                for path in needed:
-                    index.prefetch(path)
-                return self._indexing_result([p for p in needed if not index.ready(p)], info, started)
+                index_seconds += self._wait_for_index(index, needed_paths(text, offset), given_up, index_progress)
+            else:
+                indexing = self.indexing_result(text, offset, settings)
+                if indexing is not None:
+                    return indexing
         while True:
             view = ReadyOnlyIndex(index, unknown=given_up) if index is not None else None
             stop = view.has_pending if view is not None else (lambda: False)
@@ -628,6 +634,21 @@ class CompletionService:
             if not index.wait_ready([path], INDEX_WAIT_LIMIT_S):
                 given_up.add(path)
         return time.perf_counter() - started
+
+    def indexing_result(self, text: str, offset: int, settings: Settings | None = None) -> CompletionResult | None:
+        """The "indexing" answer when API members a completion at `offset` needs are
+        still being computed (their look-ups are started), else None.  Cheap: no
+        look-up is waited for."""
+        started = time.perf_counter()
+        index, info = self.api_index(settings or self.settings)
+        if index is None or index.problem:
+            return None
+        pending = [path for path in needed_paths(text, offset) if not index.ready(path)]
+        if not pending:
+            return None
+        for path in pending:
+            index.prefetch(path)
+        return self._indexing_result(pending, info, started)
 
     def _indexing_result(self, pending, info: ConstraintInfo, started: float) -> CompletionResult:
         names = ", ".join(".".join(p) for p in pending)
