@@ -206,6 +206,10 @@ def _valid_entry(entry: object) -> bool:
     return True
 
 
+_UNWRITABLE: set[str] = set()
+_UNWRITABLE_LOCK = threading.Lock()
+
+
 class IndexCache:
     """The files of one cache folder (``<cache root>/api-index``)."""
 
@@ -255,7 +259,11 @@ class IndexCache:
                 os.replace(temporary, file)
             except OSError as error:
                 self.writable = False
-                log.warning("API index cache folder %s is not writable (%s); working without the disk cache", self.folder, error)
+                with _UNWRITABLE_LOCK:
+                    first = str(self.folder) not in _UNWRITABLE
+                    _UNWRITABLE.add(str(self.folder))
+                if first:  # once per folder and process
+                    log.warning("API index cache folder %s is not writable (%s); working without the disk cache", self.folder, error)
                 if temporary is not None:
                     try:
                         os.unlink(temporary)

@@ -107,6 +107,7 @@ class AdaptrackServer(LanguageServer):
         self._load_lock = threading.Lock()
         self._status: tuple[str, str] | None = None
         self._not_ready_logged = False
+        self._problems_shown: set[str] = set()
 
     # -- errors never take the server down ------------------------------------------------
     def report_server_error(self, error: Exception, source) -> None:
@@ -236,6 +237,10 @@ class AdaptrackServer(LanguageServer):
             return None
         except ServiceNotReady:
             return None
+        problem = result.constraint.problem
+        if problem and problem not in self._problems_shown:
+            self._problems_shown.add(problem)
+            self.show_message(f"adaptrack: completions are not API-constrained: {problem}")
         if result.status == INDEXING:
             self.send_status("indexing", result.message)
         elif self._status is not None and self._status[0] == "indexing":
