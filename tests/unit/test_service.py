@@ -160,3 +160,35 @@ def test_cut_candidates_rank_after_complete_ones():
     ]
     ranked = rank_candidates(plan, samples)
     assert [c.complete for c in ranked] == [True, False]
+
+
+def test_one_model_load_per_settings_change():
+    started, release = threading.Event(), threading.Event()
+    loads = []
+
+    def loader(settings, progress):
+        loads.append(settings.model_key())
+        started.set()
+        release.wait(30)
+        return tabular_model()
+
+    service = CompletionService(Settings(model="tabular"), model_loader=loader)
+    try:
+        assert service.update_settings(service.settings)  # nothing loaded or loading yet
+        first = service.load_in_background()
+        assert started.wait(30)
+        # a configuration during the load that keeps the model fields: no second load
+        assert not service.update_settings(service.settings.replace(temperature=0.5))
+        # one that changes them: a new load, queued behind the running one, which is superseded
+        assert service.update_settings(service.settings.replace(dtype="float32"))
+        states = []
+        second = service.load_in_background(done=lambda state, message: states.append(state))
+        assert not service.update_settings(service.settings)  # the queued load counts
+        release.set()
+        first.result(timeout=30)
+        second.result(timeout=30)
+        assert [key[2] for key in loads] == ["auto", "float32"] and states == ["ready"] and service.ready
+        assert not service.update_settings(service.settings.replace(num_samples=3))
+    finally:
+        release.set()
+        service.close()
