@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: key/value cache of the model: static buffers (CUDA graphs) on CUDA for auto
+KV_CACHES = ("auto", "static", "dynamic")
 #: section name under which editors send the settings in didChangeConfiguration
 SETTINGS_SECTION = "adaptrack"
 
@@ -61,6 +63,10 @@ def _device(value: str) -> str | None:
 
 def _dtype(value: str) -> str | None:
     return None if value in DTYPES else f"must be one of {', '.join(DTYPES)}"
+
+
+def _kv_cache(value: str) -> str | None:
+    return None if value in KV_CACHES else f"must be one of {', '.join(KV_CACHES)}"
 
 
 def _decoder(value: str) -> str | None:
@@ -103,6 +109,8 @@ class Settings:
     model: str = _validated(DEFAULT_MODEL, _nonempty)
     device: str = _validated("auto", _device)
     dtype: str = _validated("auto", _dtype)
+    #: auto = static buffers with CUDA graphs on CUDA, the dynamic cache elsewhere
+    kv_cache: str = _validated("auto", _kv_cache)
     #: any name of `adaptrack_lsp.completion.decoders.DECODERS`
     decoder: str = _validated("adaptrack", _decoder)
     #: 0 = greedy ghost text; completion lists sample at max(temperature, 1.0)
@@ -125,7 +133,7 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     #: fields whose change needs the model to be loaded again
-    MODEL_FIELDS = ("model", "device", "dtype", "trust_remote_code")
+    MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "trust_remote_code")
 
     def model_key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.MODEL_FIELDS)

@@ -139,6 +139,7 @@ def default_model_loader(settings: Settings, progress: ProgressCallback):
         settings.model,
         device=settings.device,
         dtype=settings.dtype,
+        kv_cache=settings.kv_cache,
         trust_remote_code=settings.trust_remote_code,
     )
 
