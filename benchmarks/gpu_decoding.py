@@ -54,22 +54,42 @@ from decoding_overhead import build_prompt, numpy_names  # noqa: E402
 #: Qwen2.5-Coder configurations (config.json of the published models)
 CONFIGS = {
     "1_5b": dict(
-        vocab_size=151_936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-        num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True,
+        vocab_size=151_936,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
     ),
     "7b": dict(
-        vocab_size=152_064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-        num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False,
+        vocab_size=152_064,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        tie_word_embeddings=False,
     ),
 }
 SMOKE_CONFIGS = {
     "1_5b": dict(
-        vocab_size=6016, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        vocab_size=6016,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
     ),
     "7b": dict(
-        vocab_size=6016, hidden_size=96, intermediate_size=192, num_hidden_layers=3,
-        num_attention_heads=6, num_key_value_heads=2, tie_word_embeddings=False,
+        vocab_size=6016,
+        hidden_size=96,
+        intermediate_size=192,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
     ),
 }
 
@@ -182,8 +202,13 @@ def decoder_rows(lm, prompt_ids, prefix, new_tokens, repeats, seed, timeout_s):
         per_call, calls = [], []
         for run in range(1 + repeats):
             request = DecodeRequest(
-                prompt_ids=prompt_ids, num_samples=samples, temperature=temperature,
-                max_new_tokens=new_tokens, seed=seed + run, cache_key="bench.py", timeout_s=timeout_s,
+                prompt_ids=prompt_ids,
+                num_samples=samples,
+                temperature=temperature,
+                max_new_tokens=new_tokens,
+                seed=seed + run,
+                cache_key="bench.py",
+                timeout_s=timeout_s,
             )
             result = get_decoder(decoder_name).decode(lm, constraint(decoder_name), request)
             counters = result.counters
@@ -198,7 +223,12 @@ def decoder_rows(lm, prompt_ids, prefix, new_tokens, repeats, seed, timeout_s):
     edited = lm.encode(edited_prefix)
     lm.set_prompt(prompt_ids, max_new_tokens=new_tokens, cache_key="edit.py")
     request = DecodeRequest(
-        prompt_ids=edited, num_samples=1, temperature=0.0, max_new_tokens=new_tokens, cache_key="edit.py", timeout_s=timeout_s
+        prompt_ids=edited,
+        num_samples=1,
+        temperature=0.0,
+        max_new_tokens=new_tokens,
+        cache_key="edit.py",
+        timeout_s=timeout_s,
     )
     begin = time.perf_counter()
     result = get_decoder("constrained").decode(lm, constraint("constrained"), request)
@@ -220,7 +250,13 @@ def service_rows(lm, prefix, new_tokens, seed, edits, timeout_s):
 
     names = numpy_names()
     service = CompletionService(
-        Settings(model="bench", decoder="adaptrack", temperature=0.0, max_new_tokens=new_tokens, timeout_ms=int(1000 * timeout_s)),
+        Settings(
+            model="bench",
+            decoder="adaptrack",
+            temperature=0.0,
+            max_new_tokens=new_tokens,
+            timeout_ms=int(1000 * timeout_s),
+        ),
         model_loader=lambda settings, progress: lm,
         index_factory=lambda settings, root: StaticIndex(names, source="numpy names"),
     )
@@ -256,7 +292,9 @@ def main() -> int:
     parser.add_argument("--prompt-tokens", type=int, default=1000)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--kv-cache", help="auto, static or dynamic (our backend's cache; default auto, static with --smoke)")
+    parser.add_argument(
+        "--kv-cache", help="auto, static or dynamic (our backend's cache; default auto, static with --smoke)"
+    )
     parser.add_argument("--edits", type=int, default=15, help="CompletionService requests after successive edits")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per decode")
     parser.add_argument("--seed", type=int, default=0)
@@ -276,7 +314,7 @@ def main() -> int:
     if args.smoke:
         device, dtype = torch.device("cpu"), torch.float32
         args.prompt_tokens = min(args.prompt_tokens, 200)
-        args.repeats, args.edits, args.new_tokens = 1, 2, min(args.new_tokens, 4)
+        args.repeats, args.edits, args.new_tokens = 1, min(args.edits, 2), min(args.new_tokens, 4)
         args.timeout = min(args.timeout, 10.0)
         torch.set_num_threads(1)
     else:
@@ -306,12 +344,16 @@ def main() -> int:
         lm = make_lm(model, tokenizer, args.kv_cache, device)
         path = "static" if getattr(lm, "static", False) else "dynamic"
         graphs = getattr(lm, "cuda_graphs", False)
-        print(f"  ours: {type(lm).__name__}, {path} cache, CUDA graphs {'on' if graphs and path == 'static' else 'off'}")
+        print(
+            f"  ours: {type(lm).__name__}, {path} cache, CUDA graphs {'on' if graphs and path == 'static' else 'off'}"
+        )
         if path == "static":
             began = time.perf_counter()
             captured = lm.capture_graphs(len(prompt_ids), args.new_tokens, rows=(1, 2, 4, 8))
             print(f"  graph capture (1, 2, 4, 8 rows): {captured}, {time.perf_counter() - began:.1f} s", flush=True)
-        rows, constrained_ms = decoder_rows(lm, prompt_ids, prefix, args.new_tokens, args.repeats, args.seed, args.timeout)
+        rows, constrained_ms = decoder_rows(
+            lm, prompt_ids, prefix, args.new_tokens, args.repeats, args.seed, args.timeout
+        )
         walls, calls = service_rows(lm, prefix, args.new_tokens, args.seed, args.edits, args.timeout)
         ratios = [wall * 1e3 / (max(1, count) * static_ms) for wall, count in zip(walls, calls)]
         print(

@@ -89,7 +89,7 @@ def test_paths_beyond_the_bucket_move_to_a_larger_one(tiny):
     first = lm._current.capacity
     path: list[int] = []
     results = {}
-    for step in range(first - len(prompt) + 8):  # walk greedily past the first bucket
+    for _ in range(first - len(prompt) + 8):  # walk greedily past the first bucket
         logprobs = lm.next_logprobs(path)
         results[tuple(path)] = logprobs
         path.append(int(np.argmax(logprobs[: tiny.vocab.num_defined])))
@@ -123,7 +123,10 @@ def test_a_batch_equals_one_by_one_calls_in_one_forward_pass(tiny):
         assert max_diff(logprobs, reference_lm.next_logprobs(path)) <= TOLERANCE, path
     # the batch stored its nodes: walking there afterwards feeds one token per new node
     fed = lm.tokens_fed
-    assert max_diff(lm.next_logprobs([top[2], top[3], top[0]]), reference_lm.next_logprobs([top[2], top[3], top[0]])) <= TOLERANCE
+    assert (
+        max_diff(lm.next_logprobs([top[2], top[3], top[0]]), reference_lm.next_logprobs([top[2], top[3], top[0]]))
+        <= TOLERANCE
+    )
     assert lm.tokens_fed == fed + 1
 
 
@@ -244,8 +247,13 @@ def _small_qwen2(**config):
 
     torch.manual_seed(0)
     base = dict(
-        vocab_size=6016, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        vocab_size=6016,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
     )
     return Qwen2ForCausalLM(Qwen2Config(**{**base, **config})).eval()
 
@@ -323,3 +331,18 @@ def test_cuda_bf16_static_path_is_the_default_and_close_to_dynamic():
         other = dynamic.next_logprobs(list(path))
         top = np.argsort(-other)[:50]
         assert np.abs(logprobs[top] - other[top]).max() <= 0.1  # bf16 rounding of two kernels
+
+
+def test_out_of_memory_for_the_buffers_falls_back_to_the_dynamic_path(tiny, monkeypatch, caplog):
+    lm = static_lm(tiny)
+
+    def no_memory(capacity):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(lm, "_buffers_for", no_memory)
+    prompt = tiny.encode(PROMPT)
+    with caplog.at_level(logging.WARNING, logger=static_cache.__name__):
+        info = lm.set_prompt(prompt)
+    assert info.length == len(prompt) and not lm.static and "out of memory" in lm.static_reason
+    assert any("static KV cache off (out of memory" in r.getMessage() for r in caplog.records)
+    assert max_diff(lm.next_logprobs([3]), reference(lm, prompt + [3])) <= TOLERANCE

@@ -275,11 +275,23 @@ class StaticCacheLanguageModel(HFLanguageModel):
         try:
             keep = self._load_prefix(ids, cache_key, needed)
             logprobs = self._prefill(ids, keep)
+        except torch.cuda.OutOfMemoryError:
+            self._give_up_static("out of memory for the static buffers")
+            return super().set_prompt(prompt_ids, max_new_tokens, cache_key)
         except BaseException:
             self.clear_cache()  # a failed or interrupted forward leaves no trustworthy state
             raise
         self._prompt, self._prompt_key, self._root = ids, cache_key, logprobs
         return PromptInfo(length=len(ids), truncated=truncated, reused=keep)
+
+    def _give_up_static(self, reason: str) -> None:
+        """Serve from the dynamic cache from now on (the buffers and graphs are freed)."""
+        log.warning("%s: static KV cache off (%s); using the dynamic cache", self.name, reason)
+        self.clear_cache()
+        self._buffers.clear()
+        self.static_reason = reason
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
     def _load_prefix(self, ids: list[int], cache_key: Hashable | None, needed: int) -> int:
         """Put the longest reusable prefix of `ids` into buffers of the right bucket; its length."""
@@ -368,10 +380,7 @@ class StaticCacheLanguageModel(HFLanguageModel):
         tokens = path[position - prompt_length :]
         logprobs = self._feed_run(buffers, tokens, position)
         if self._node_store:
-            self._store_slots(
-                [tuple(path[: position - prompt_length + i + 1]) for i in range(len(tokens))],
-                list(range(position, position + len(tokens))),
-            )
+            self._store_slots([tuple(path[: position - prompt_length + i + 1]) for i in range(len(tokens))], position)
         return logprobs
 
     @torch.inference_mode()
@@ -450,7 +459,7 @@ class StaticCacheLanguageModel(HFLanguageModel):
         positions = np.array([prompt_length + len(p) - 1 for p in paths], dtype=np.int64)
         logprobs = self._run_rows(buffers, ids, positions, slots, visible, last_only=False)
         if self._node_store:
-            self._store_slots([tuple(p) for p in paths], slots.tolist())
+            self._store_slots([tuple(p) for p in paths], first_new)
         return list(self._host(logprobs))
 
     # -- forward passes -------------------------------------------------------------------
@@ -525,8 +534,12 @@ class StaticCacheLanguageModel(HFLanguageModel):
                 with torch.inference_mode():
                     graph.capture()
             except Exception as error:  # out of memory included: keep serving, eagerly
-                torch.cuda.synchronize()
                 self.cuda_graphs = False
+                try:
+                    torch.cuda.synchronize()
+                    torch.cuda.empty_cache()
+                except RuntimeError:
+                    log.debug("synchronizing after a failed capture", exc_info=True)
                 kind = "out of memory" if isinstance(error, torch.cuda.OutOfMemoryError) else type(error).__name__
                 log.warning(
                     "%s: capturing the decoding step as a CUDA graph failed (%s: %s); running it without graphs",
@@ -562,7 +575,9 @@ class StaticCacheLanguageModel(HFLanguageModel):
         cache = self._new_cache()
         token = min(self.vocab.eos_ids, default=0)
         with torch.inference_mode():
-            self.model(input_ids=torch.tensor([[int(token)]], device=self.device), past_key_values=cache, use_cache=True)
+            self.model(
+                input_ids=torch.tensor([[int(token)]], device=self.device), past_key_values=cache, use_cache=True
+            )
         from adaptrack_lsp.completion.lm.hf import _layer_tensors
 
         tensors = _layer_tensors(cache)
@@ -593,21 +608,26 @@ class StaticCacheLanguageModel(HFLanguageModel):
         bigger.kv[..., :length, :].copy_(self._current.kv[..., :length, :])
         self._current = bigger
 
-    def _store_slots(self, keys: list[tuple[int, ...]], slots: list[int]) -> None:
-        """Copy the key/values at `slots` into the node store under `keys` (within its bound)."""
-        wanted = [(key, slot) for key, slot in zip(keys, slots) if key not in self._node_kv]
-        if not wanted:
+    def _store_slots(self, keys: list[tuple[int, ...]], first: int) -> None:
+        """Copy the key/values at slots first, first+1, ... into the node store under `keys`.
+
+        One slice copy on the device (no index tensor, so no host round trip); keys
+        already stored and keys beyond the store's bound are skipped.
+        """
+        kv = self._current.kv
+        per_token = kv[..., :1, :].numel() * kv.element_size()
+        room = max(0, (self.max_node_cache_bytes - self._node_kv_bytes) // max(per_token, 1))
+        if room == 0 or all(key in self._node_kv for key in keys):
             return
-        per_token = self._current.kv[..., :1, :].numel() * self._current.kv.element_size()
-        room = (self.max_node_cache_bytes - self._node_kv_bytes) // max(per_token, 1)
-        wanted = wanted[: max(0, room)]
-        if not wanted:
-            return
-        index = torch.tensor([slot for _, slot in wanted], device=self.device)
-        kv = self._current.kv.index_select(-2, index)
-        for position, (key, _) in enumerate(wanted):
-            self._node_kv[key] = kv[..., position : position + 1, :]
+        copied = kv[..., first : first + len(keys), :].clone()
+        for offset, key in enumerate(keys):
+            if room == 0:
+                break
+            if key in self._node_kv:
+                continue
+            self._node_kv[key] = copied[..., offset : offset + 1, :]
             self._node_kv_bytes += per_token
+            room -= 1
 
     def clear_cache(self) -> None:
         super().clear_cache()
