@@ -73,8 +73,9 @@ def test_static_random_walk_equals_the_dynamic_path_and_fresh_passes(tiny):
     assert max_diff(nodes[siblings[0]], reference(lm, prompt + list(siblings[1]))) > 100 * TOLERANCE
 
 
-def test_without_the_node_store_branch_moves_refeed_and_stay_exact(tiny):
-    lm = static_lm(tiny, max_node_cache_bytes=0)
+@pytest.mark.parametrize("graph_steps", [False, True])
+def test_without_the_node_store_branch_moves_refeed_and_stay_exact(tiny, graph_steps):
+    lm = static_lm(tiny, max_node_cache_bytes=0, cuda_graphs=graph_steps)
     prompt = tiny.encode(PROMPT)
     nodes, _ = random_walk(lm, prompt, switches=40, seed=5)
     assert lm.tokens_fed > len(prompt) + len(nodes) - 1
@@ -156,6 +157,27 @@ def test_large_batches_are_split_and_stay_exact(tiny):
     assert lm.forward_calls == calls + 3  # 8 + 8 + 4 rows
     for path, logprobs in zip(paths, results):
         assert max_diff(logprobs, reference_lm.next_logprobs(path)) <= TOLERANCE, path
+
+
+def test_the_graph_steps_run_eagerly_on_the_cpu_and_stay_exact(tiny):
+    """The steps CUDA graphs replay (fixed inputs, padded rows writing the scratch slot)."""
+    lm = static_lm(tiny, cuda_graphs=True)
+    reference_lm = dynamic_lm(tiny)
+    prompt = tiny.encode(PROMPT)
+    nodes, _ = random_walk(lm, prompt, switches=60, seed=7)
+    assert set(lm._current.graphs) == {1}
+    lm.set_prompt(prompt)
+    stored = [list(p) for p in nodes if len(p) >= 2][:3]
+    paths = [p + [21] for p in stored] + [[30], [31]]  # 5 rows: padded to 8
+    batch = lm.next_logprobs_batch(paths)
+    batch += lm.next_logprobs_batch([[40], [41], [42]])  # 3 rows: padded to 4
+    assert {1, 4, 8} <= set(lm._current.graphs)
+    reference_lm.set_prompt(prompt)
+    for path, logprobs in zip(paths + [[40], [41], [42]], batch):
+        assert max_diff(logprobs, reference_lm.next_logprobs(path)) <= TOLERANCE, path
+    assert worst_against(reference_lm, prompt, dict(list(nodes.items())[::5])) <= TOLERANCE
+    # and the walk continues exactly after the padded batches
+    assert max_diff(lm.next_logprobs(stored[0] + [21, 5]), reference_lm.next_logprobs(stored[0] + [21, 5])) <= TOLERANCE
 
 
 # -- prompts ------------------------------------------------------------------------------

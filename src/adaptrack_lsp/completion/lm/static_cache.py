@@ -171,8 +171,10 @@ class _StepGraph:
         self.lm = lm
         self.ints = torch.zeros(3, rows, dtype=torch.long, device=device)  # ids, positions, slots
         self.visible = torch.zeros(rows, buffers.capacity, dtype=torch.bool, device=device)
-        self.host_ints = torch.zeros(3, rows, dtype=torch.long).pin_memory()
-        self.host_visible = torch.zeros(rows, buffers.capacity, dtype=torch.bool).pin_memory()
+        self.host_ints = torch.zeros(3, rows, dtype=torch.long)
+        self.host_visible = torch.zeros(rows, buffers.capacity, dtype=torch.bool)
+        if device.type == "cuda":  # page-locked, so the copies to the device are asynchronous
+            self.host_ints, self.host_visible = self.host_ints.pin_memory(), self.host_visible.pin_memory()
         self.output: torch.Tensor | None = None
         self.graph = None
 
@@ -209,7 +211,10 @@ class _StepGraph:
             self.host_visible[count:, self.buffers.scratch] = True
         self.ints.copy_(self.host_ints, non_blocking=True)
         self.visible.copy_(self.host_visible, non_blocking=True)
-        self.graph.replay()
+        if self.graph is None:  # no CUDA: the same padded step with the same inputs, eagerly
+            self.output = self._compute()
+        else:
+            self.graph.replay()
         return self.output[:count]
 
 
@@ -224,7 +229,9 @@ class _SavedPrompt:
 class StaticCacheLanguageModel(HFLanguageModel):
     """`HFLanguageModel` on static key/value buffers (see the module docstring).
 
-    `cuda_graphs` None: capture graphs when the model is on CUDA.  When the model
+    `cuda_graphs` None: capture graphs when the model is on CUDA.  Forced on elsewhere,
+    the steps the graphs would replay (fixed input tensors, rows padded to 1, 2, 4 or
+    8) run eagerly, so the CPU tests exercise them.  When the model
     cannot use a static cache, every method runs the inherited dynamic path
     (`static_reason` says why).
     """
@@ -524,11 +531,13 @@ class StaticCacheLanguageModel(HFLanguageModel):
 
     def _graph(self, buffers: _Buffers, count: int) -> _StepGraph | None:
         """The captured step for `count` rows (padded to a captured size), or None (eager)."""
-        if not self.cuda_graphs or self.device.type != "cuda" or count > GRAPH_ROWS[-1]:
+        if not self.cuda_graphs or count > GRAPH_ROWS[-1]:
             return None
         rows = next(r for r in GRAPH_ROWS if r >= count)
         graph = buffers.graphs.get(rows)
-        if graph is None:
+        if graph is None and self.device.type != "cuda":  # `cuda_graphs` forced on elsewhere (tests)
+            graph = buffers.graphs[rows] = _StepGraph(self, buffers, rows)
+        elif graph is None:
             graph = _StepGraph(self, buffers, rows)
             try:
                 with torch.inference_mode():
