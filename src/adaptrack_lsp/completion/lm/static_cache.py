@@ -247,7 +247,7 @@ class StaticCacheLanguageModel(HFLanguageModel):
         self._prompt_key: Hashable | None = None
         self._root: np.ndarray | None = None
         self._saved: OrderedDict[Hashable, _SavedPrompt] = OrderedDict()
-        self._shape: tuple[int, int, int, int] | None = None  # layers, kv heads, head dim (k), dtype via probe
+        self._shape: tuple[int, int, int] | None = None  # layers, key/value heads, head width (from `_probe`)
         self._dtype: torch.dtype | None = None
         self._device_padding = torch.from_numpy(self._padding).to(self.device)
         if self.static_reason is None:
@@ -596,14 +596,14 @@ class StaticCacheLanguageModel(HFLanguageModel):
         heads, key_dim, value_dim = shapes.pop()
         if key_dim != value_dim:
             raise ModelError("keys and values of different widths")
-        self._shape = (len(tensors), heads, key_dim, 0)
+        self._shape = (len(tensors), heads, key_dim)
         self._dtype = tensors[0][0].dtype
 
     def _buffers_for(self, capacity: int) -> _Buffers:
         buffers = self._buffers.get(capacity)
         if buffers is None:
             self._probe()
-            layers, heads, dim, _ = self._shape
+            layers, heads, dim = self._shape
             kv = torch.zeros(layers, 2, 1, heads, capacity, dim, dtype=self._dtype, device=self.device)
             buffers = self._buffers[capacity] = _Buffers(kv)
         return buffers
