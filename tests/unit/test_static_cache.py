@@ -368,3 +368,22 @@ def test_out_of_memory_for_the_buffers_falls_back_to_the_dynamic_path(tiny, monk
     assert info.length == len(prompt) and not lm.static and "out of memory" in lm.static_reason
     assert any("static KV cache off (out of memory" in r.getMessage() for r in caplog.records)
     assert max_diff(lm.next_logprobs([3]), reference(lm, prompt + [3])) <= TOLERANCE
+
+
+def test_nan_logits_raise_a_model_error_and_leave_no_state(tiny, monkeypatch):
+    lm = static_lm(tiny)
+    prompt = tiny.encode(PROMPT)
+    lm.set_prompt(prompt)
+    original = lm._forward_rows
+
+    def nan_rows(*args, **kwargs):
+        return original(*args, **kwargs) * float("nan")
+
+    monkeypatch.setattr(lm, "_forward_rows", nan_rows)
+    with pytest.raises(ModelError, match="NaN"):
+        lm.next_logprobs([3])
+    with pytest.raises(ModelError, match="set_prompt"):  # the cache was dropped
+        lm.next_logprobs([3])
+    monkeypatch.undo()
+    lm.set_prompt(prompt)
+    assert max_diff(lm.next_logprobs([3]), reference(lm, prompt + [3])) <= TOLERANCE
