@@ -387,3 +387,32 @@ def test_nan_logits_raise_a_model_error_and_leave_no_state(tiny, monkeypatch):
     monkeypatch.undo()
     lm.set_prompt(prompt)
     assert max_diff(lm.next_logprobs([3]), reference(lm, prompt + [3])) <= TOLERANCE
+
+
+def test_requests_use_the_smallest_bucket_whose_steps_are_ready(tiny):
+    lm = static_lm(tiny, cuda_graphs=True)
+    prompt = tiny.encode(PROMPT)
+    long = (prompt * 12)[: BUCKET + 50]
+    lm.set_prompt(long, max_new_tokens=8, cache_key="long.py")
+    lm.next_logprobs([3])  # the bucket's one-row step now exists
+    ready = lm._current
+    assert ready.capacity > BUCKET and set(ready.graphs) == {1}
+    lm.set_prompt(prompt, max_new_tokens=8, cache_key="short.py")
+    assert lm._current is ready  # not the smaller bucket without steps
+    assert max_diff(lm.next_logprobs([3, 4]), reference(lm, prompt + [3, 4])) <= TOLERANCE
+    lm.warm_up(1536, 48)  # no CUDA: nothing to capture
+    assert set(lm._buffers) == {BUCKET, ready.capacity}
+
+
+@cuda
+def test_cuda_warm_up_captures_every_row_count_once():
+    lm = load_model("tiny", device="cuda", dtype="float32")
+    assert isinstance(lm, StaticCacheLanguageModel) and lm.static
+    lm.warm_up(1536, 48)
+    ready = [b for b in lm._buffers.values() if b.graphs]
+    assert len(ready) == 1 and set(ready[0].graphs) == set(static_cache.GRAPH_ROWS)
+    graphs = dict(ready[0].graphs)
+    prompt = lm.encode(PROMPT)
+    nodes, _ = random_walk(lm, prompt, switches=30, seed=2)
+    assert lm._current is ready[0] and lm._current.graphs == graphs  # nothing captured per request
+    assert worst_against(HFLanguageModel(lm.model, lm.tokenizer, vocab=lm.vocab), prompt, nodes) <= TOLERANCE

@@ -73,6 +73,10 @@ class LanguageModel(ABC):
         """
         return [self.next_logprobs(p) for p in paths]
 
+    def warm_up(self, max_prompt_tokens: int, max_new_tokens: int) -> None:
+        """Prepare for requests of up to these sizes (the static-cache backend captures its
+        CUDA graphs here); the default does nothing."""
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (no special tokens added)."""
         raise NotImplementedError(f"{type(self).__name__} has no tokenizer")

@@ -560,6 +560,11 @@ class StaticCacheLanguageModel(HFLanguageModel):
             buffers.graphs[rows] = graph
         return graph
 
+    def warm_up(self, max_prompt_tokens: int, max_new_tokens: int) -> None:
+        """Capture the steps of the largest bucket such requests need; smaller prompts use
+        it too (see `_buffers_for`), so no request waits for a capture."""
+        self.capture_graphs(max_prompt_tokens, max_new_tokens, rows=GRAPH_ROWS)
+
     @torch.inference_mode()
     def capture_graphs(self, prompt_tokens: int, max_new_tokens: int, rows: Sequence[int] = (1,)) -> bool:
         """Allocate the bucket for such requests and capture its steps now (warm-up)."""
@@ -600,6 +605,12 @@ class StaticCacheLanguageModel(HFLanguageModel):
         self._dtype = tensors[0][0].dtype
 
     def _buffers_for(self, capacity: int) -> _Buffers:
+        """Buffers of at least `capacity` slots: the smallest existing ones with graphs
+        (attention over a few unused slots costs far less than a capture), else exactly
+        `capacity`."""
+        captured = [b for b in self._buffers.values() if b.capacity >= capacity and b.graphs]
+        if captured:
+            return min(captured, key=lambda b: b.capacity)
         buffers = self._buffers.get(capacity)
         if buffers is None:
             self._probe()
