@@ -76,6 +76,7 @@ class LanguageModel(ABC):
     def warm_up(self, max_prompt_tokens: int, max_new_tokens: int) -> None:
         """Prepare for requests of up to these sizes (the static-cache backend captures its
         CUDA graphs here); the default does nothing."""
+        return None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (no special tokens added)."""
