@@ -15,6 +15,10 @@ only; device/dtype selection; clear `ModelError`s naming the fix) and the KV sta
   same `cache_key` (document URI), keeping an LRU of a few prompt caches, so a small
   edit does not re-feed the file; prompts longer than the context are left-truncated.
 
+`load_model` returns the subclass `static_cache.StaticCacheLanguageModel` (static
+buffers, CUDA graphs, batched steps) when the `kv_cache` option selects it (the
+default on CUDA); this class stays the dynamic reference path.
+
 Heavy imports (torch, transformers) happen when this module is imported, so import it
 only where a real model is needed.
 """
