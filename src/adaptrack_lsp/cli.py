@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from adaptrack_lsp import __version__
@@ -55,6 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(args.verbose, args.log_file)
     try:
-        return int(args._module.run(args) or 0)
+        code = int(args._module.run(args) or 0)
+        if not sys.stdout.closed:  # `serve` closes stdio when the client goes
+            sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`... | head`): no traceback; stdout is pointed at
+        # /dev/null so that the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

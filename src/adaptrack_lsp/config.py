@@ -70,9 +70,9 @@ def _kv_cache(value: str) -> str | None:
 
 
 def _decoder(value: str) -> str | None:
-    from adaptrack_lsp.completion.decoders import DECODERS
+    from adaptrack_lsp.completion.decoding import DECODER_NAMES
 
-    return None if value in DECODERS else f"must be one of {', '.join(DECODERS)}"
+    return None if value in DECODER_NAMES else f"must be one of {', '.join(DECODER_NAMES)}"
 
 
 def _between(low: float, high: float) -> Callable[[float], str | None]:
@@ -82,6 +82,7 @@ def _between(low: float, high: float) -> Callable[[float], str | None]:
         return None
 
     return check
+
 
 
 def _top_p(value: float) -> str | None:
@@ -111,8 +112,10 @@ class Settings:
     dtype: str = _validated("auto", _dtype)
     #: auto = static buffers with CUDA graphs on CUDA, the dynamic cache elsewhere
     kv_cache: str = _validated("auto", _kv_cache)
-    #: any name of `adaptrack_lsp.completion.decoders.DECODERS`
+    #: ghost text (inline completion): any name of `completion.decoding.DECODER_NAMES`
     decoder: str = _validated("adaptrack", _decoder)
+    #: completion lists: `exact` samples P(s | c) exactly, per sample
+    list_decoder: str = _validated("exact", _decoder)
     #: 0 = greedy ghost text; completion lists sample at max(temperature, 1.0)
     temperature: float = _validated(0.0, _between(0.0, 10.0))
     num_samples: int = _validated(5, _between(1, 64))

@@ -16,6 +16,7 @@ def test_defaults_match_the_protocol_contract():
         "dtype": "auto",
         "kvCache": "auto",
         "decoder": "adaptrack",
+        "listDecoder": "exact",
         "temperature": 0.0,
         "numSamples": 5,
         "maxNewTokens": 48,

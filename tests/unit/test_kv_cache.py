@@ -142,7 +142,7 @@ def test_random_walk_through_the_prefix_tree(tiny):
 @pytest.mark.parametrize("decoder_name", ["adaptrack", "constrained"])
 def test_decoders_feed_one_token_per_node(tiny, decoder_name):
     decoders = pytest.importorskip("adaptrack_lsp.completion.decoders")
-    tasks = pytest.importorskip("adaptrack_lsp.completion.tasks")
+    tasks = pytest.importorskip("adaptrack_lsp.evaluation.tasks")
     try:
         decoder = decoders.get_decoder(decoder_name)
     except (ImportError, AttributeError) as error:  # the decoder module is not written yet

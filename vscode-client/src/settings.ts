@@ -22,6 +22,7 @@ export interface ServerSettings {
   dtype: Dtype;
   kvCache: KvCache;
   decoder: string;
+  listDecoder: string;
   temperature: number;
   numSamples: number;
   maxNewTokens: number;
@@ -50,6 +51,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   dtype: 'auto',
   kvCache: 'auto',
   decoder: 'adaptrack',
+  listDecoder: 'exact',
   temperature: 0,
   numSamples: 5,
   maxNewTokens: 48,

@@ -13,6 +13,7 @@ M.server_settings = {
   dtype = 'string',
   kvCache = 'string',
   decoder = 'string',
+  listDecoder = 'string',
   temperature = 'number',
   numSamples = 'number',
   maxNewTokens = 'number',

@@ -425,7 +425,7 @@ class CompletionService:
         Raises `CompletionCancelled` when `cancelled()` turns true between LM calls.
         `document` names the prompt cache slot of the model (one per document).
         """
-        from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest, get_decoder
+        from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest
 
         if mode not in ("inline", "list"):
             raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
@@ -436,7 +436,7 @@ class CompletionService:
         text = sanitize_text(text)
         with self._model_lock:
             lm = self.model
-            decoder_name = settings.decoder
+            decoder_name = settings.decoder if mode == "inline" else settings.list_decoder
             builder = self.builder
             heal = decoder_name != "unconstrained"  # an unconstrained decoder cannot be forced
             if builder.heal != heal:
@@ -449,9 +449,6 @@ class CompletionService:
                 temperature, samples = settings.temperature, settings.num_samples
             else:
                 temperature, samples = max(settings.temperature, 1.0), settings.num_samples
-            options: dict[str, Any] = {"top_p_validity": settings.top_p_validity, "share_estimates": True}
-            if settings.max_backtrack_distance is not None:
-                options["max_backtrack_distance"] = settings.max_backtrack_distance
             request = DecodeRequest(
                 prompt_ids=plan.prompt_ids,
                 num_samples=samples,
@@ -461,10 +458,9 @@ class CompletionService:
                 seed=seed,
                 stop=plan.stop,
                 cancelled=cancelled,
-                options=options,
                 cache_key=document,
             )
-            decoder = get_decoder(decoder_name)
+            decoder = decoder_for(decoder_name, settings)
             try:
                 result = decoder.decode(lm, constraint, request)
             except DecodeCancelled:
@@ -501,12 +497,28 @@ class CompletionService:
         )
 
 
+def decoder_for(name: str, settings: Settings):
+    """The decoder `name` with the options the settings give it (only the options its
+    option dataclass declares: `constrained` has no `top_p_validity`)."""
+    from adaptrack_lsp.completion.decoders import DECODERS, get_decoder
+
+    wanted = {
+        "top_p_validity": settings.top_p_validity,
+        "max_backtrack_distance": settings.max_backtrack_distance,
+        "share_estimates": True,
+    }
+    accepted = {f.name for f in dataclasses.fields(DECODERS[name].Options)}
+    return get_decoder(name, **{key: value for key, value in wanted.items() if key in accepted})
+
+
 def rank_candidates(plan, samples) -> list[Candidate]:
-    """Distinct answers ranked by probability.
+    """Distinct answers: complete ones first, each group ranked by probability.
 
     Samples are first made unique by token sequence (a sequence drawn twice counts
     once); sequences that give the same answer text add their probabilities.  Empty
-    answers and generations that contradict the typed text are dropped.
+    answers and generations that contradict the typed text are dropped.  A path cut by
+    `maxNewTokens` is not a sample of P(s | c): it is kept (the rest of a long line is
+    still useful) but ranked after every complete answer.
     """
     seen_sequences: set[tuple[int, ...]] = set()
     by_text: dict[str, Candidate] = {}
@@ -525,7 +537,7 @@ def rank_candidates(plan, samples) -> list[Candidate]:
             existing.logprob = float(_logaddexp(existing.logprob, sample.logprob))
             existing.valid = existing.valid and bool(sample.valid)
             existing.complete = existing.complete or bool(sample.complete)
-    return sorted(by_text.values(), key=lambda c: -c.logprob)
+    return sorted(by_text.values(), key=lambda c: (not c.complete, -c.logprob))
 
 
 def _logaddexp(a: float, b: float) -> float:

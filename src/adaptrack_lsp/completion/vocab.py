@@ -117,9 +117,6 @@ class Vocabulary:
         """Ids the tokenizer defines (ids in [num_defined, size) are padding)."""
         return len(self.token_bytes)
 
-    def is_eos(self, token_id: int) -> bool:
-        return token_id in self.eos_ids
-
     def is_special(self, token_id: int) -> bool:
         return token_id in self.special_ids or token_id >= len(self.token_bytes)
 

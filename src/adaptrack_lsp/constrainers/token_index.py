@@ -223,12 +223,6 @@ class TokenIndex(TokenConstraint):
         self.plan_cache: dict[Any, Any] = {}
 
     # -- construction helpers -------------------------------------------------------
-    def with_context(self, context: Any) -> TokenIndex:
-        """A new index for another prompt context (shares the vocabulary tables)."""
-        return TokenIndex(
-            self.constrainer, self.vocab, context=context, tables=self.tables
-        )
-
     def child(self, position: int, constrainer: Constrainer) -> TokenIndex:
         index = self._children.get(position)
         if index is None or index.constrainer is not constrainer:

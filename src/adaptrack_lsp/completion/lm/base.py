@@ -56,7 +56,8 @@ class LanguageModel(ABC):
 
     @abstractmethod
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
-        """log P(. | prompt + path) as float32[vocab.size]; -inf for impossible ids.
+        """log P(. | prompt + path) as float32[vocab.size] (float64 for exact tables);
+        -inf for impossible ids.
 
         Raises `ModelError` on NaN logits.  Ids beyond the tokenizer are -inf.
         """
