@@ -540,12 +540,12 @@ class StaticCacheLanguageModel(HFLanguageModel):
         elif graph is None:
             graph = _StepGraph(self, buffers, rows)
             try:
-                with torch.inference_mode():
+                with torch.inference_mode(), torch.cuda.device(self.device):  # cuda:N included
                     graph.capture()
             except Exception as error:  # out of memory included: keep serving, eagerly
                 self.cuda_graphs = False
                 try:
-                    torch.cuda.synchronize()
+                    torch.cuda.synchronize(self.device)
                     torch.cuda.empty_cache()
                 except RuntimeError:
                     log.debug("synchronizing after a failed capture", exc_info=True)
