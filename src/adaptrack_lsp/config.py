@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: key/value cache of the model: static buffers (CUDA graphs) on CUDA for auto
+KV_CACHES = ("auto", "static", "dynamic")
 #: section name under which editors send the settings in didChangeConfiguration
 SETTINGS_SECTION = "adaptrack"
 
@@ -77,6 +79,11 @@ def _dtype(value: str) -> str | None:
     return None if value in DTYPES else f"must be one of {', '.join(DTYPES)}"
 
 
+@_schema(enum=list(KV_CACHES))
+def _kv_cache(value: str) -> str | None:
+    return None if value in KV_CACHES else f"must be one of {', '.join(KV_CACHES)}"
+
+
 @_schema(enum=list(DECODER_NAMES))
 def _decoder(value: str) -> str | None:
     return None if value in DECODER_NAMES else f"must be one of {', '.join(DECODER_NAMES)}"
@@ -119,6 +126,8 @@ class Settings:
     model: str = _validated(DEFAULT_MODEL, _nonempty)
     device: str = _validated("auto", _device)
     dtype: str = _validated("auto", _dtype)
+    #: auto = static buffers with CUDA graphs on CUDA, the dynamic cache elsewhere
+    kv_cache: str = _validated("auto", _kv_cache)
     #: ghost text (inline completion): any name of `completion.decoding.DECODER_NAMES`
     decoder: str = _validated("adaptrack", _decoder)
     #: completion lists: `exact` samples P(s | c) exactly, per sample
@@ -143,7 +152,7 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     #: fields whose change needs the model to be loaded again
-    MODEL_FIELDS = ("model", "device", "dtype", "trust_remote_code")
+    MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "trust_remote_code")
 
     def model_key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.MODEL_FIELDS)

@@ -11,6 +11,7 @@ M.server_settings = {
   model = 'string',
   device = 'string',
   dtype = 'string',
+  kvCache = 'string',
   decoder = 'string',
   listDecoder = 'string',
   temperature = 'number',

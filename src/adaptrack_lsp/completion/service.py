@@ -154,6 +154,7 @@ def default_model_loader(settings: Settings, progress: ProgressCallback):
         settings.model,
         device=settings.device,
         dtype=settings.dtype,
+        kv_cache=settings.kv_cache,
         trust_remote_code=settings.trust_remote_code,
     )
 
@@ -261,6 +262,8 @@ class CompletionService:
                 from adaptrack_lsp.completion.context import PromptBuilder
 
                 self.builder = PromptBuilder.for_model(lm, max_new_tokens=settings.max_new_tokens)
+                progress("preparing the model for requests", 90)
+                lm.warm_up(self.builder.max_prompt_tokens, settings.max_new_tokens)
                 self.model = lm
                 self._loaded_key = settings.model_key()
         except Exception as error:
