@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
 import itertools
 import logging
 import math
@@ -505,6 +506,9 @@ class CompletionService:
         max(temperature, 1.0), i.e. exact samples of P(s|c) under the constraint.
         Raises `CompletionCancelled` when `cancelled()` turns true between LM calls.
         `document` names the prompt cache slot of the model (one per document).
+        Without a `seed` the samples are seeded from the text, the cursor and the mode:
+        asking again at the same place gives the same list (no flicker), another place
+        or another text draws afresh.
 
         `timeoutMs` bounds decoding only.  API members that are not computed yet: with
         `wait_for_index` the call waits for them (`index_progress(message)` says what it
@@ -521,6 +525,8 @@ class CompletionService:
             raise ServiceNotReady(self.message or "the model is not loaded")
         started = time.perf_counter()
         text = sanitize_text(text)
+        if seed is None:
+            seed = request_seed(text, offset, mode)
         index, info = self.api_index(settings)
         if index is not None and index.problem:
             index = None
@@ -658,6 +664,12 @@ class CompletionService:
             status=INDEXING,
             message=f"computing the API members of {names}; completions follow when they are ready",
         )
+
+
+def request_seed(text: str, offset: int, mode: str) -> int:
+    """A stable 64-bit seed for a completion at `offset` of `text` (same input, same samples)."""
+    digest = hashlib.blake2b(f"{mode}\0{offset}\0{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 def decoder_for(name: str, settings: Settings):
