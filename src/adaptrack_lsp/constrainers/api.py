@@ -308,6 +308,7 @@ class ApiMonitor(Constrainer):
             None if roots is None else {k: tuple(v) for k, v in roots.items()}
         )
         self._roots_from_document: str | None = None
+        self._roots_version = 0
         self._paths: dict[tuple[str, ...], _PathInfo] = {}
         self.lookup_errors = 0
 
@@ -315,6 +316,11 @@ class ApiMonitor(Constrainer):
     @property
     def roots(self) -> dict[str, tuple[str, ...]]:
         return dict(self._roots or {})
+
+    @property
+    def roots_version(self) -> int:
+        """Changes whenever the roots are (re)learned (mask caches key on it)."""
+        return self._roots_version
 
     def _learn(self, document: str) -> None:
         if self._roots is not None and self._roots_from_document is None:
@@ -327,6 +333,7 @@ class ApiMonitor(Constrainer):
                 "this ApiMonitor already serves a document with other imports; create a new one"
             )
         self._roots = roots
+        self._roots_version += 1
         self._roots_from_document = document
 
     def path_info(self, path: tuple[str, ...]) -> _PathInfo:
@@ -573,8 +580,8 @@ class _ApiMasks:
         self.index = index
         self.tables = index.tables
         tables = self.tables
-        self.roots_seen = monitor._roots
-        roots = monitor._roots or {}
+        self.roots_seen = monitor.roots_version
+        roots = monitor.roots
         self.roots = roots
         # tokens that may contain an alias root followed by "." (exact checks needed)
         alias_word_ids = [tables.dot_word_ids.get(alias) for alias in roots]
@@ -603,7 +610,7 @@ class _ApiMasks:
         if (
             masks is None
             or masks.monitor is not monitor
-            or masks.roots_seen is not monitor._roots
+            or masks.roots_seen != monitor.roots_version
         ):
             masks = index.plan_cache[id(monitor)] = cls(monitor, index)
         return masks
