@@ -92,6 +92,8 @@ class DecodeResult:
     #: prompt tokens whose model state was reused from an earlier request
     prompt_reused: int = 0
     failures: int = 0
+    #: the wall-clock budget ran out (the one place that decides it: the prefix tree's poll)
+    timed_out: bool = False
 
 
 class Stopwatch:

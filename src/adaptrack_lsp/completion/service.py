@@ -556,9 +556,8 @@ class CompletionService:
         if given_up:
             waited = ", ".join(".".join(p) for p in given_up)
             info = dataclasses.replace(info, problem=f"members of {waited} were not computed in time; left unconstrained")
-        timed_out = request.timeout_s is not None and result.counters.wall_seconds >= request.timeout_s
         # a path cut by the time budget may stop anywhere (inside a name): not an answer
-        samples = [s for s in result.samples if s.complete or not timed_out]
+        samples = [s for s in result.samples if s.complete or not result.timed_out]
         candidates = rank_candidates(plan, samples)
         packages = {}
         if index is not None:

@@ -622,7 +622,16 @@ class PrefixTree:
         """Why Q[root] is 0: nothing valid, or nothing valid the model allows."""
         return ZERO_PROBABILITY if self.zero_probability_valid else NO_VALID_COMPLETION
 
-    def result(self, samples: list[Sample], counters: Counters, status: str, message: str = "", failures: int = 0, prompt_info=None) -> DecodeResult:
+    def result(
+        self,
+        samples: list[Sample],
+        counters: Counters,
+        status: str,
+        message: str = "",
+        failures: int = 0,
+        prompt_info=None,
+        timed_out: bool = False,
+    ) -> DecodeResult:
         """The decode's result; `prompt_info` defaults to this tree's (a decode that built
         several trees passes the first one's)."""
         info = prompt_info if prompt_info is not None else self.prompt_info
@@ -635,6 +644,7 @@ class PrefixTree:
             message=message,
             prompt_reused=getattr(info, "reused", 0),
             failures=failures,
+            timed_out=timed_out,
         )
 
 

@@ -108,5 +108,5 @@ class BeamDecoder(Decoder):
         elif timed_out:
             status = "partial"
         failures = num_samples - len(samples) if status != "ok" else 0
-        return tree.result(samples, watch.finish(), status, message, failures)
+        return tree.result(samples, watch.finish(), status, message, failures, timed_out=timed_out)
 

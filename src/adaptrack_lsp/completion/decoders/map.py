@@ -64,6 +64,7 @@ class MAPDecoder(Decoder):
         open_prefix: Node | None = None
         expanded = 0
         stop_reason = ""
+        timed_out = False
         try:
             while frontier and len(found) < num_samples:
                 _, _, parent, index = heapq.heappop(frontier)
@@ -89,6 +90,7 @@ class MAPDecoder(Decoder):
                     heapq.heappush(frontier, (-score, next(tiebreak), node, int(candidate)))
         except BudgetExceeded:
             stop_reason = timeout_message(request)
+            timed_out = True
             if frontier:
                 _, _, parent, index = frontier[0]
                 open_prefix = parent if index < 0 else parent.children.get(index, parent)
@@ -108,4 +110,4 @@ class MAPDecoder(Decoder):
             else:
                 status, message = "no_valid_completion", tree.no_valid_message()
         failures = num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0
-        return tree.result(samples, watch.finish(), status, message, failures)
+        return tree.result(samples, watch.finish(), status, message, failures, timed_out=timed_out)

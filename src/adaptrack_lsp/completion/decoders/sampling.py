@@ -62,6 +62,7 @@ def run_samples(
     failures = 0
     status = None
     message = ""
+    timed_out = False
     try:
         for index in range(wanted):
             if index and not share_tree:
@@ -85,10 +86,10 @@ def run_samples(
         if partial is not None:
             samples.append(tree.sample_of(partial, complete=False))
         failures += wanted - len(samples)
-        status, message = "partial", timeout_message(request)
+        status, message, timed_out = "partial", timeout_message(request), True
     status = status or finish_status(samples, failures, tree.root.q)
     if status == "no_valid_completion" and samples:
         status = "failed"
     if status == "partial" and not message:
         message = MAX_NEW_TOKENS_MESSAGE
-    return tree.result(samples, watch.finish(), status, message, failures, prompt_info=prompt_info)
+    return tree.result(samples, watch.finish(), status, message, failures, prompt_info=prompt_info, timed_out=timed_out)
