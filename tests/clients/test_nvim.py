@@ -20,14 +20,12 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
+import re
+import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-
-import re
-import subprocess
 
 import pytest
 

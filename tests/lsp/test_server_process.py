@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+
 from lsp_support import RawClient, inline_params
 
 # the editors' limit (vscode-languageclient's stop timeout is 2 s)

@@ -139,6 +139,7 @@ function M._on_attach(client, buf)
   end
   if use_native() then
     map_native_keys(buf)
+    native.attach(buf)
     native.enable(buf, options.ghost_text.enabled)
   else
     -- the plugin's requests check `ghost_text.enabled` each time, so toggling needs no re-attach

@@ -48,12 +48,29 @@ function M.request(buf)
   return true
 end
 
---- Remove the suggestion and cancel pending requests in `buf`.
+--- Remove the suggestion and cancel pending requests in `buf`, including one still
+--- waiting for its debounce (Neovim's own abort on InsertLeave leaves that timer running,
+--- so a suggestion would appear in normal mode).
 function M.dismiss(buf)
   local object = completor(buf)
   if object then
+    if type(object.reset_timer) == 'function' then
+      object:reset_timer()
+    end
     object:abort()
   end
+end
+
+--- Dismiss on leaving insert mode, after Neovim's own handler.
+function M.attach(buf)
+  local group = vim.api.nvim_create_augroup('adaptrack.native.' .. buf, { clear = true })
+  vim.api.nvim_create_autocmd('InsertLeave', {
+    group = group,
+    buffer = buf,
+    callback = function()
+      M.dismiss(buf)
+    end,
+  })
 end
 
 --- Accept the suggestion in the current buffer; false when there is none.
