@@ -133,8 +133,8 @@ def test_protocol_inline_completion_with_the_real_server(installed):
 
 @pytest.mark.skipif(
     os.environ.get("ADAPTRACK_VSCODE_TESTS") != "1",
-    reason="extension-host tests download VS Code; run them on a developer machine with "
-    "ADAPTRACK_VSCODE_TESTS=1 (or `ADAPTRACK_PYTHON=$(which python) npm run test:extension-host`)",
+    reason="the extension-host suite runs in code-server (test_vscode_web.py); this run in a desktop "
+    "VS Code downloads it: ADAPTRACK_VSCODE_TESTS=1 (or `ADAPTRACK_PYTHON=$(which python) npm run test:extension-host`)",
 )
 def test_extension_host(installed):
     command = ["run", "test:extension-host"]
