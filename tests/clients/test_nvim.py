@@ -561,18 +561,25 @@ async def _server_answer(
                 )
             )
         )
-        result = await asyncio.wait_for(
-            client.text_document_inline_completion_async(
-                types.InlineCompletionParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=types.Position(line=line, character=character),
-                    context=types.InlineCompletionContext(
-                        trigger_kind=types.InlineCompletionTriggerKind.Invoked
-                    ),
-                )
-            ),
-            ANSWER_TIMEOUT_S,
-        )
+        # the first answers are empty while the API index computes the document's
+        # imports (status "indexing"); ask again until it is ready
+        deadline = asyncio.get_running_loop().time() + ANSWER_TIMEOUT_S
+        while True:
+            result = await asyncio.wait_for(
+                client.text_document_inline_completion_async(
+                    types.InlineCompletionParams(
+                        text_document=types.TextDocumentIdentifier(uri=uri),
+                        position=types.Position(line=line, character=character),
+                        context=types.InlineCompletionContext(
+                            trigger_kind=types.InlineCompletionTriggerKind.Invoked
+                        ),
+                    )
+                ),
+                ANSWER_TIMEOUT_S,
+            )
+            if (result is not None and result.items) or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.5)
         assert result is not None and result.items, (
             f"the server gave no inline completion: {result}"
         )

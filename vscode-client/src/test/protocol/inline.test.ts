@@ -151,12 +151,24 @@ test(
         textDocument: { uri, languageId: 'python', version: 1, text },
       });
       const position = { line: 2, character: 'values = np.'.length };
-      const inline = await connection.sendRequest(InlineCompletionRequest.type, {
+      // the first answers are empty while the API index computes the document's imports
+      // (status "indexing"): ask again until it is ready
+      const deadline = Date.now() + 120_000;
+      let inline = await connection.sendRequest(InlineCompletionRequest.type, {
         textDocument: { uri },
         position,
         context: { triggerKind: InlineCompletionTriggerKind.Invoked },
       });
-      const items = Array.isArray(inline) ? inline : (inline?.items ?? []);
+      let items = Array.isArray(inline) ? inline : (inline?.items ?? []);
+      while (items.length === 0 && Date.now() < deadline) {
+        await new Promise((done) => setTimeout(done, 500));
+        inline = await connection.sendRequest(InlineCompletionRequest.type, {
+          textDocument: { uri },
+          position,
+          context: { triggerKind: InlineCompletionTriggerKind.Invoked },
+        });
+        items = Array.isArray(inline) ? inline : (inline?.items ?? []);
+      }
       assert.ok(items.length > 0, `no inline completion items: ${JSON.stringify(inline)}`);
       const insertText = typeof items[0].insertText === 'string' ? items[0].insertText : items[0].insertText.value;
       const attribute = /^[A-Za-z_][A-Za-z0-9_]*/.exec(insertText)?.[0];
