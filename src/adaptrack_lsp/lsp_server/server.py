@@ -134,6 +134,14 @@ class AdaptrackServer(LanguageServer):
     def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.call_soon(self.window_log_message, types.LogMessageParams(type=kind, message=message))
 
+    def report_environment(self) -> None:
+        """Log which environment validates completions, and why (workspace trust)."""
+        try:
+            if self.service is not None:
+                self.log_message(f"adaptrack: API constraint from {self.service.describe_constraint()}")
+        except Exception:
+            logger.exception("describing the API environment failed")
+
     def report_problems(self, problems: list[str]) -> None:
         for problem in problems:
             self.show_message(f"adaptrack: {problem}", types.MessageType.Warning)
@@ -328,6 +336,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             if ls.service is None:
                 ls.service = ls.service_factory(ls.settings)
             await ls.start_model_load()
+            ls.report_environment()
         except Exception as error:
             logger.exception("starting the model load failed")
             ls.send_status("error", f"could not start loading the model: {error}")
@@ -342,6 +351,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
                 return
             if ls.service.update_settings(settings) and ls.service.state != "loading":
                 await ls.start_model_load()
+            ls.report_environment()
         except Exception:
             logger.exception("didChangeConfiguration failed")
 
@@ -387,13 +397,22 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
     return server
 
 
-def serve(tcp: bool = False, host: str = "127.0.0.1", port: int = 2087, settings: dict | None = None) -> None:
-    """Run the server on stdio (default) or TCP bound to `host` (127.0.0.1)."""
+def serve(
+    tcp: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 2087,
+    settings: dict | None = None,
+    token_file: str | None = None,
+) -> None:
+    """Run the server on stdio (default) or TCP bound to `host` (127.0.0.1), where the
+    client must authenticate with a token (`lsp_server.tcp`)."""
     server = create_server()
     if settings:
         server.settings, problems = parse_settings(settings, server.settings)
         server.pending_problems.extend(problems)
     if tcp:
-        server.start_tcp(host, port)
+        from adaptrack_lsp.lsp_server import tcp as tcp_transport
+
+        tcp_transport.start(server, host, port, token_file)
     else:
         server.start_io()
