@@ -11,7 +11,8 @@ listening server trusts a peer only after its first message proves it knows the 
   ``initializationOptions.token`` equals the token (compared with
   `hmac.compare_digest`); anything else gets a JSON-RPC error where it has an id, and the
   connection is closed.  The token is removed before the message reaches the server;
-- while a connection is open, every further connection is closed at once.
+- while an authenticated client is connected, every further connection is closed at
+  once (a JSON-RPC error first when it already sent a request).
 
 After the check the connection is served by pygls' message loop, as ``start_tcp`` does.
 """
@@ -39,7 +40,7 @@ TOKEN_OPTION = "token"
 FIRST_MESSAGE_LIMIT = 1024 * 1024
 MAX_HEADER_LINES = 8
 #: seconds a peer has to send its first message
-FIRST_MESSAGE_TIMEOUT_S = 30.0
+FIRST_MESSAGE_TIMEOUT_S = 10.0
 UNAUTHORIZED = -32001
 _HEADER = re.compile(rb"^(Content-Length|Content-Type):\s*(.*?)\r?\n$", re.IGNORECASE)
 
@@ -159,30 +160,35 @@ def serve_tcp(server, host: str, port: int, token: str, announce: str = "") -> N
     server._stop_event = stop_event = threading.Event()
     state = {"connected": False}
 
+    async def refuse(writer: asyncio.StreamWriter, peer, reason: str, message_id: Any = None) -> None:
+        logger.warning("refused a connection from %s: %s", peer, reason)
+        if isinstance(message_id, (int, str)) and not isinstance(message_id, bool):
+            error_body = {"code": UNAUTHORIZED, "message": f"unauthorized: {reason}"}
+            writer.write(frame({"jsonrpc": "2.0", "id": message_id, "error": error_body}))
+        try:
+            await writer.drain()
+        except ConnectionError:
+            pass
+        writer.close()
+
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         if state["connected"]:
-            logger.warning("refused a second connection from %s (one client at a time)", peer)
-            writer.close()
+            await refuse(writer, peer, "a client is already connected (one at a time)")
             return
-        state["connected"] = True
         try:
             message = await asyncio.wait_for(read_first_message(reader), FIRST_MESSAGE_TIMEOUT_S)
             message = check_token(message, token)
-        except (Refused, asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError) as error:
-            reason = error.reason if isinstance(error, Refused) else type(error).__name__
-            logger.warning("refused a connection from %s: %s", peer, reason)
-            message_id = error.message_id if isinstance(error, Refused) else None
-            if isinstance(message_id, (int, str)) and not isinstance(message_id, bool):
-                error_body = {"code": UNAUTHORIZED, "message": f"unauthorized: {reason}"}
-                writer.write(frame({"jsonrpc": "2.0", "id": message_id, "error": error_body}))
-            try:
-                await writer.drain()
-            except ConnectionError:
-                pass
-            writer.close()
-            state["connected"] = False
+        except Refused as error:
+            await refuse(writer, peer, error.reason, error.message_id)
             return
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError) as error:
+            await refuse(writer, peer, type(error).__name__)
+            return
+        if state["connected"]:  # another client authenticated meanwhile
+            await refuse(writer, peer, "a client is already connected (one at a time)", message.get("id"))
+            return
+        state["connected"] = True
         logger.info("client %s authenticated", peer)
         server.protocol.set_writer(writer)
         await run_async(
@@ -193,10 +199,8 @@ def serve_tcp(server, host: str, port: int, token: str, announce: str = "") -> N
             error_handler=server.report_server_error,
         )
         server.shutdown()
-        listener.close()
 
     async def main() -> None:
-        nonlocal listener
         listener = await asyncio.start_server(connection, host, port)
         server._server = listener
         if announce:
@@ -207,7 +211,6 @@ def serve_tcp(server, host: str, port: int, token: str, announce: str = "") -> N
             except asyncio.CancelledError:
                 pass
 
-    listener = None
     try:
         asyncio.run(main())
     except asyncio.CancelledError:
