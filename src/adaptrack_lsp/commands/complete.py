@@ -8,9 +8,9 @@ editor's completion list does.
 
 from __future__ import annotations
 
-from adaptrack_lsp.config import model_argument
-
 import re
+
+from adaptrack_lsp.config import model_argument
 
 HELP = "complete FILE at LINE:COL (1-based; end of file when omitted) and print the candidates"
 

@@ -39,7 +39,7 @@ class APIIndex(ABC):
         """Whether top-level `module` can be resolved (unresolvable roots are unconstrained)."""
         return self.members((module,)) is not None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: most indexes hold nothing to stop
         """Stop background work and subprocesses (nothing by default)."""
 
 

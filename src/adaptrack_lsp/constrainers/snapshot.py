@@ -29,7 +29,6 @@ from typing import Any
 
 from adaptrack_lsp.constrainers.api_index import APIIndex, Member
 
-
 #: largest snapshot read, in bytes of JSON text (decompressed); the bundled TensorFlow
 #: 2.21 snapshot is about 1 MB
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
