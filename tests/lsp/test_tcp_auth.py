@@ -77,11 +77,9 @@ def _until_closed(sock: socket.socket, timeout: float = 10.0) -> bytes:
     return received
 
 
-@pytest.fixture
-def tcp_server(tmp_path):
+def _start(tmp_path, env):
     port = _free_port()
     token_file = tmp_path / "token"
-    env = {key: value for key, value in server_env().items() if key != "ADAPTRACK_LSP_TOKEN"}
     process = subprocess.Popen(
         [sys.executable, "-m", "adaptrack_lsp", "serve", "--tcp", "--port", str(port), "--token-file", str(token_file)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path,
@@ -97,6 +95,42 @@ def tcp_server(tmp_path):
     if process.poll() is None:
         process.kill()
     process.wait(timeout=10)
+
+
+@pytest.fixture
+def tcp_server(tmp_path):
+    yield from _start(tmp_path, {key: value for key, value in server_env().items() if key != "ADAPTRACK_LSP_TOKEN"})
+
+
+@pytest.fixture
+def tcp_server_with_client_token(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADAPTRACK_LSP_TOKEN", "given-by-the-client")
+    yield from _start(tmp_path, server_env())
+
+
+def test_a_token_given_by_the_client_is_required_and_no_token_file_is_written(tcp_server_with_client_token):
+    port, token_file, _ = tcp_server_with_client_token
+    assert not token_file.exists()
+    with connect(port) as attacker:
+        attacker.sendall(_initialize(None))
+        assert "unauthorized" in _read_message(attacker)["error"]["message"]
+    with connect(port) as client:
+        client.sendall(_initialize("given-by-the-client"))
+        assert _read_message(client, timeout=60)["result"]["serverInfo"]["name"] == "adaptrack-lsp"
+
+
+def test_the_token_is_checked_in_constant_time_and_removed_from_the_settings():
+    from adaptrack_lsp.lsp_server import tcp
+
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"initializationOptions": {"token": "t0k", "model": "tiny"}}}
+    checked = tcp.check_token(message, "t0k")
+    assert checked["params"]["initializationOptions"] == {"model": "tiny"}
+    for wrong in ("t0K", "", None, 3):
+        bad = {**message, "params": {"initializationOptions": {"token": wrong}}}
+        with pytest.raises(tcp.Refused):
+            tcp.check_token(bad, "t0k")
+    assert "compare_digest" in open(tcp.__file__, encoding="utf-8").read()
 
 
 def connect(port: int) -> socket.socket:
@@ -121,6 +155,9 @@ def test_a_client_without_the_token_is_refused(tcp_server):
         browser.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
         assert _closed_by_server(browser)
+    with connect(port) as huge:  # a first message over the 1 MiB limit is not read
+        huge.sendall(b"Content-Length: 2000000\r\n\r\n" + b" " * 65536)
+        assert b'"result"' not in _until_closed(huge)
     with connect(port) as other:  # another request than initialize first
         other.sendall(_frame({"jsonrpc": "2.0", "id": 7, "method": "shutdown"}))
         answer = _read_message(other)

@@ -64,6 +64,23 @@ def test_workspace_modules_named_like_the_standard_library_do_not_run_in_the_ser
     assert sorted(p.name for p in tmp_path.glob("ran-*")) == []
 
 
+def test_the_entry_point_refuses_to_run_after_an_import_from_the_working_directory(tmp_path):
+    # what `python -m` would do if a module of the working directory were imported before
+    # adaptrack_lsp/__main__.py runs: the second guard notices and stops
+    (tmp_path / "imported_early.py").write_text("VALUE = 1\n")
+    script = (
+        "import sys, runpy\n"
+        "sys.path.insert(0, '')\n"
+        "import imported_early\n"
+        "runpy.run_module('adaptrack_lsp', run_name='__main__')\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script, "--version"], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=120)
+    assert completed.returncode == 2
+    assert "'imported_early' was imported from the working directory" in completed.stderr
+    assert "python -P -m adaptrack_lsp" in completed.stderr
+
+
 # ------------------------------------------------------------------ 2. workspace interpreters
 
 
@@ -215,6 +232,40 @@ def test_introspection_sees_no_secrets_gets_limits_and_its_processes_die_with_it
         worker.close()
     assert _wait_dead(child), "a process started by the imported module outlived the worker"
     assert not Path(sandbox).exists()
+
+
+@posix_only
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="process states read from /proc")
+def test_the_worker_group_dies_when_the_server_process_exits(tmp_path):
+    report = tmp_path / "report.json"
+    python = _environment_with(tmp_path, "sandbox_probe", f"REPORT = {str(report)!r}\n" + PROBE)
+    # a server process that starts a worker and exits without closing anything
+    script = (
+        "import sys\n"
+        "from adaptrack_lsp.constrainers.introspection import RuntimeIntrospector\n"
+        f"worker = RuntimeIntrospector({python!r}, timeout_s=60)\n"
+        "assert worker.members(('sandbox_probe',)).members is not None\n"
+        "print(worker.pid, worker._sandbox_dir, flush=True)\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    worker_pid, sandbox = completed.stdout.split()
+    assert _wait_dead(int(worker_pid)) and _wait_dead(json.loads(report.read_text())["child"])
+    assert not Path(sandbox).exists()
+
+
+def test_closing_the_service_closes_its_indexes():
+    from adaptrack_lsp.constrainers.api import StaticIndex
+
+    closed = []
+
+    class Recorded(StaticIndex):
+        def close(self) -> None:
+            closed.append(True)
+
+    service = CompletionService(Settings(), index_factory=lambda settings, root: Recorded(["json.dumps"]))
+    service.api_index()
+    service.close()  # what `shutdown` does
+    assert closed == [True]
 
 
 @posix_only
