@@ -151,6 +151,25 @@ def test_the_service_says_which_environment_validates_and_why(tmp_path, monkeypa
     assert not marker.exists()
 
 
+def test_complete_in_a_cloned_repository_does_not_run_its_interpreter_unless_trusted(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    workspace, marker = _hostile_workspace(tmp_path)
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    command = [sys.executable, "-m", "adaptrack_lsp", "complete", "main.py:2:6", "--model", "tiny",
+               "--max-new-tokens", "2", "--timeout-ms", "60000"]
+    done = subprocess.run(command, cwd=workspace, capture_output=True, text=True, timeout=300,
+                          env={**env, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "# environment:" in done.stdout and "not trusted" in done.stdout
+    assert not marker.exists()
+    from adaptrack_lsp.cli import build_parser
+    from adaptrack_lsp.commands.complete import build_settings
+
+    trusted, _ = build_settings(build_parser().parse_args(["complete", "main.py", "--trust-workspace"]))
+    untrusted, _ = build_settings(build_parser().parse_args(["complete", "main.py"]))
+    assert trusted.trusted_workspace is True and untrusted.trusted_workspace is False
+
+
 def test_trusted_workspace_setting_defaults_to_false():
     assert Settings().trusted_workspace is False
     parsed, problems = parse_settings({"trustedWorkspace": True})
