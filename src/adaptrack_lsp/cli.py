@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from adaptrack_lsp import __version__
 
-SUBCOMMANDS = ["serve", "complete", "sample", "index", "eval"]
+SUBCOMMANDS = ["serve", "complete", "sample", "index", "eval", "settings-schema"]
 
 
 def setup_logging(verbose: int = 0, log_file: str | None = None) -> None:
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"adaptrack-lsp {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"adaptrack_lsp.commands.{name}")
+        module = importlib.import_module(f"adaptrack_lsp.commands.{name.replace('-', '_')}")
         sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
         sub.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
         sub.add_argument("--log-file", default=None, help="also write the log to this file")
@@ -55,6 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(args.verbose, args.log_file)
     try:
-        return int(args._module.run(args) or 0)
+        code = int(args._module.run(args) or 0)
+        if not sys.stdout.closed:  # `serve` closes stdio when the client goes
+            sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`... | head`): no traceback; stdout is pointed at
+        # /dev/null so that the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

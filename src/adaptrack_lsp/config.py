@@ -23,11 +23,15 @@ from typing import Any
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
+from adaptrack_lsp.completion.decoding import DECODER_NAMES
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: key/value cache of the model: static buffers (CUDA graphs) on CUDA for auto
+KV_CACHES = ("auto", "static", "dynamic")
 #: section name under which editors send the settings in didChangeConfiguration
 SETTINGS_SECTION = "adaptrack"
 
@@ -75,23 +79,40 @@ def _nonempty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _schema(**facts: Any) -> Callable[[Callable], Callable]:
+    """Attach JSON-schema facts (enum, minimum, ...) to a check, for `settings_schema`."""
+
+    def attach(check: Callable) -> Callable:
+        check.schema = facts
+        return check
+
+    return attach
+
+
+@_schema(enum=list(DEVICES))
 def _device(value: str) -> str | None:
     if value in DEVICES or re.fullmatch(r"cuda:\d+", value):
         return None
     return f"must be one of {', '.join(DEVICES)} (or cuda:N)"
 
 
+@_schema(enum=list(DTYPES))
 def _dtype(value: str) -> str | None:
     return None if value in DTYPES else f"must be one of {', '.join(DTYPES)}"
 
 
-def _decoder(value: str) -> str | None:
-    from adaptrack_lsp.completion.decoders import DECODERS
+@_schema(enum=list(KV_CACHES))
+def _kv_cache(value: str) -> str | None:
+    return None if value in KV_CACHES else f"must be one of {', '.join(KV_CACHES)}"
 
-    return None if value in DECODERS else f"must be one of {', '.join(DECODERS)}"
+
+@_schema(enum=list(DECODER_NAMES))
+def _decoder(value: str) -> str | None:
+    return None if value in DECODER_NAMES else f"must be one of {', '.join(DECODER_NAMES)}"
 
 
 def _between(low: float, high: float) -> Callable[[float], str | None]:
+    @_schema(minimum=low, maximum=high)
     def check(value: float) -> str | None:
         if not math.isfinite(value) or not low <= value <= high:
             return f"must be between {low:g} and {high:g}"
@@ -100,6 +121,7 @@ def _between(low: float, high: float) -> Callable[[float], str | None]:
     return check
 
 
+@_schema(exclusiveMinimum=0, maximum=1)
 def _top_p(value: float) -> str | None:
     if not math.isfinite(value) or not 0.0 < value <= 1.0:
         return "must be in (0, 1]"
@@ -107,6 +129,7 @@ def _top_p(value: float) -> str | None:
 
 
 def _optional_at_least(low: int) -> Callable[[int | None], str | None]:
+    @_schema(minimum=low)
     def check(value: int | None) -> str | None:
         return None if value is None or value >= low else f"must be null or at least {low}"
 
@@ -125,8 +148,12 @@ class Settings:
     model: str = _validated(DEFAULT_MODEL, _nonempty)
     device: str = _validated("auto", _device)
     dtype: str = _validated("auto", _dtype)
-    #: any name of `adaptrack_lsp.completion.decoders.DECODERS`
+    #: auto = static buffers with CUDA graphs on CUDA, the dynamic cache elsewhere
+    kv_cache: str = _validated("auto", _kv_cache)
+    #: ghost text (inline completion): any name of `completion.decoding.DECODER_NAMES`
     decoder: str = _validated("adaptrack", _decoder)
+    #: completion lists: `exact` samples P(s | c) exactly, per sample
+    list_decoder: str = _validated("exact", _decoder)
     #: 0 = greedy ghost text; completion lists sample at max(temperature, 1.0)
     temperature: float = _validated(0.0, _between(0.0, 10.0))
     num_samples: int = _validated(5, _between(1, 64))
@@ -151,7 +178,7 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     #: fields whose change needs the model to be loaded again
-    MODEL_FIELDS = ("model", "device", "dtype", "trust_remote_code")
+    MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "trust_remote_code")
 
     def model_key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.MODEL_FIELDS)
@@ -275,3 +302,28 @@ def _describe(error: Exception) -> str:
         inner = error.exceptions[0] if error.exceptions else error
         return str(inner)
     return str(error)
+
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def settings_schema() -> dict[str, Any]:
+    """The server settings as one machine-readable description (a JSON Schema object
+    keyed by wire name), from which the editor clients' settings and the README table are
+    checked (`adaptrack-lsp settings-schema` prints it)."""
+    import typing
+
+    hints = typing.get_type_hints(Settings)
+    properties: dict[str, Any] = {}
+    for name, spec in FIELDS.items():
+        hint = hints[name]
+        arguments = [a for a in typing.get_args(hint) if a is not type(None)]
+        base = arguments[0] if arguments else hint
+        kind = _JSON_TYPES[base]
+        nullable = type(None) in typing.get_args(hint)
+        entry: dict[str, Any] = {"type": [kind, "null"] if nullable else kind, "default": spec.default}
+        check = spec.metadata.get("check")
+        entry.update(getattr(check, "schema", {}))
+        entry["restartsModel"] = name in Settings.MODEL_FIELDS
+        properties[to_camel(name)] = entry
+    return {"type": "object", "title": "adaptrack-lsp server settings", "properties": properties}

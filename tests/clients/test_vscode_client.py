@@ -117,7 +117,7 @@ def test_contributed_settings_mirror_the_server_settings():
     assert set(contributed) - client_only == set(server_defaults)
     for name, default in server_defaults.items():
         assert contributed[name]["default"] == default, name
-    assert set(contributed["decoder"]["enum"]) == set(DECODERS)
+    assert contributed["decoder"]["enum"] == contributed["listDecoder"]["enum"] == list(DECODERS)
     assert contributed["device"]["enum"] == list(config.DEVICES)
     assert contributed["dtype"]["enum"] == list(config.DTYPES)
 

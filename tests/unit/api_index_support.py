@@ -35,3 +35,37 @@ def venv_index(python: str = sys.executable, runtime_introspection: bool = True)
     atexit.register(cache.cleanup)
     atexit.register(index.close)
     return index
+
+
+def make_fixture_venv(folder) -> str:
+    """A virtual environment (no pip) at `folder`; returns its interpreter."""
+    import subprocess
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    return str(Path(folder) / "bin" / "python")
+
+
+def site_packages(python: str):
+    """The site-packages folder of the venv of `python`."""
+    from pathlib import Path
+
+    return next((Path(python).parent.parent / "lib").glob("python3*/site-packages"))
+
+
+def install_fake_package(python: str, name: str, version: str, source: str) -> None:
+    """Install (or replace) a one-file package `name` at `version` in the venv of
+    `python`, the way pip lays it out (``name/__init__.py`` + ``name-version.dist-info``)."""
+    import shutil
+
+    site = site_packages(python)
+    for old in site.glob(f"{name}-*.dist-info"):
+        shutil.rmtree(old)
+    package = site / name
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text(source, encoding="utf-8")
+    dist = site / f"{name}-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
+    (dist / "top_level.txt").write_text(f"{name}\n", encoding="utf-8")
+    (dist / "RECORD").write_text(f"{name}/__init__.py,,\n", encoding="utf-8")

@@ -1,5 +1,5 @@
-"""Shared pieces of the Hugging Face backend tests: fresh-forward references and the
-comparison of log-probability vectors."""
+"""Shared pieces of the Hugging Face backend tests: fresh-forward references, the
+comparison of log-probability vectors and random walks over a prefix tree."""
 
 from __future__ import annotations
 
@@ -24,3 +24,33 @@ def max_diff(a: np.ndarray, b: np.ndarray) -> float:
     finite = np.isfinite(b)
     assert np.array_equal(np.isfinite(a), finite)
     return float(np.abs(a[finite].astype(np.float64) - b[finite]).max())
+
+
+def random_walk(lm, prompt, switches: int, seed: int, max_depth: int = 10, cache_key=None):
+    """Evaluate new nodes all over a growing tree; returns {path: logprobs} and switch count.
+
+    Children are drawn from the parent's top tokens (so branches share prefixes like a
+    decoder's tree); the parent is the last node about a third of the time (extension)
+    and a random evaluated node otherwise (a branch switch).
+    """
+    rng = np.random.default_rng(seed)
+    lm.set_prompt(prompt, cache_key=cache_key)
+    nodes: dict[tuple[int, ...], np.ndarray] = {(): lm.next_logprobs([])}
+    keys: list[tuple[int, ...]] = [()]
+    last: tuple[int, ...] = ()
+    switched = 0
+    excluded = set(lm.vocab.special_ids)
+    while switched < switches:
+        parent = last if rng.random() < 0.35 and len(last) < max_depth else keys[int(rng.integers(len(keys)))]
+        if len(parent) >= max_depth:
+            continue
+        top = [int(t) for t in np.argsort(-nodes[parent])[:12] if int(t) not in excluded]
+        child = parent + (top[int(rng.integers(len(top)))],)
+        if child in nodes:
+            continue
+        if parent != last:
+            switched += 1
+        nodes[child] = lm.next_logprobs(list(child))
+        keys.append(child)
+        last = child
+    return nodes, switched

@@ -14,7 +14,9 @@ def test_defaults_match_the_protocol_contract():
         "model": DEFAULT_MODEL,
         "device": "auto",
         "dtype": "auto",
+        "kvCache": "auto",
         "decoder": "adaptrack",
+        "listDecoder": "exact",
         "temperature": 0.0,
         "numSamples": 5,
         "maxNewTokens": 48,
@@ -29,6 +31,15 @@ def test_defaults_match_the_protocol_contract():
         "trustedWorkspace": False,
     }
     assert DEFAULT_MODEL == "Qwen/Qwen2.5-Coder-1.5B"
+
+
+def test_kv_cache_setting_is_checked():
+    parsed, problems = parse_settings({"kvCache": "dynamic"})
+    assert parsed.kv_cache == "dynamic" and not problems
+    assert "kv_cache" in Settings.MODEL_FIELDS  # a change loads the model again
+    parsed, problems = parse_settings({"kvCache": "fast", "device": "cuda"})
+    assert parsed.kv_cache == "auto" and parsed.device == "cuda"
+    assert len(problems) == 1 and "kvCache" in problems[0] and "auto, static, dynamic" in problems[0]
 
 
 def test_camel_case_values_are_read():

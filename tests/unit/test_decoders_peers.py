@@ -12,7 +12,7 @@ from adaptrack_lsp.completion.decoders import (
     DecodeRequest,
     get_decoder,
 )
-from adaptrack_lsp.completion.tasks import (
+from adaptrack_lsp.evaluation.tasks import (
     binary_task,
     chi_square,
     counts_of,

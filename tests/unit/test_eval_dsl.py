@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from adaptrack_lsp.completion.tasks import binary_task, random_task
 from adaptrack_lsp.evaluation.dsl import (
     evaluate_task,
     load_tasks,
     run_dsl_evaluation,
     summarize_dsl,
 )
+from adaptrack_lsp.evaluation.tasks import binary_task, random_task
 
 SAMPLES = 1000
 ZEROS = "0 0 0 0 0 $"

@@ -19,7 +19,7 @@ from adaptrack_lsp.completion.lm.hf import (
 )
 
 from hf_support import full_forward as reference
-from hf_support import max_diff
+from hf_support import max_diff, random_walk
 
 TOLERANCE = 1e-4  # max abs difference of log-probabilities, fp32
 
@@ -35,36 +35,6 @@ PROMPT = (
 @pytest.fixture(scope="module")
 def tiny():
     return load_model("tiny", dtype="float32")
-
-
-def random_walk(lm: HFLanguageModel, prompt, switches: int, seed: int, max_depth: int = 10):
-    """Evaluate new nodes all over a growing tree; returns {path: logprobs} and switch count.
-
-    Children are drawn from the parent's top tokens (so branches share prefixes like a
-    decoder's tree); the parent is the last node about a third of the time (extension)
-    and a random evaluated node otherwise (a branch switch).
-    """
-    rng = np.random.default_rng(seed)
-    lm.set_prompt(prompt)
-    nodes: dict[tuple[int, ...], np.ndarray] = {(): lm.next_logprobs([])}
-    keys: list[tuple[int, ...]] = [()]
-    last: tuple[int, ...] = ()
-    switched = 0
-    excluded = set(lm.vocab.special_ids)
-    while switched < switches:
-        parent = last if rng.random() < 0.35 and len(last) < max_depth else keys[int(rng.integers(len(keys)))]
-        if len(parent) >= max_depth:
-            continue
-        top = [int(t) for t in np.argsort(-nodes[parent])[:12] if int(t) not in excluded]
-        child = parent + (top[int(rng.integers(len(top)))],)
-        if child in nodes:
-            continue
-        if parent != last:
-            switched += 1
-        nodes[child] = lm.next_logprobs(list(child))
-        keys.append(child)
-        last = child
-    return nodes, switched
 
 
 # -- the crop wrapper ---------------------------------------------------------------------
@@ -172,7 +142,7 @@ def test_random_walk_through_the_prefix_tree(tiny):
 @pytest.mark.parametrize("decoder_name", ["adaptrack", "constrained"])
 def test_decoders_feed_one_token_per_node(tiny, decoder_name):
     decoders = pytest.importorskip("adaptrack_lsp.completion.decoders")
-    tasks = pytest.importorskip("adaptrack_lsp.completion.tasks")
+    tasks = pytest.importorskip("adaptrack_lsp.evaluation.tasks")
     try:
         decoder = decoders.get_decoder(decoder_name)
     except (ImportError, AttributeError) as error:  # the decoder module is not written yet

@@ -92,7 +92,12 @@ def test_table_marks_invalid_samples(capsys):
         (["--decoder", "nope"], "unknown decoder 'nope'"),
         (["--n", "0"], "--n must be at least 1"),
         (["--option", "oops"], "expected KEY=VALUE"),
-        (["--decoder", "map", "--option", "node_budget=0"], "node_budget must be at least 1"),
+        (["--decoder", "map", "--option", "node_budget=0"], "decoder map, option 'node_budget': 0 must be at least 1"),
+        (["--option", "max_backtrack_distance=abc"], "option 'max_backtrack_distance': expected an integer, got 'abc' or null"),
+        (["--option", "max_backtrack_distance=1.5"], "option 'max_backtrack_distance': expected an integer, got 1.5"),
+        (["--option", "share_estimates=1"], "option 'share_estimates': expected true or false, got 1"),
+        (["--decoder", "constrained", "--option", "top_p_validity=0.5"], "decoder constrained, option 'top_p_validity': unknown option"),
+        (["--decoder", "exact", "--option", "max_attempts=0"], "option 'max_attempts': 0 must be at least 1"),
     ],
 )
 def test_bad_arguments(capsys, arguments, message):
@@ -123,6 +128,28 @@ def test_no_valid_completion_is_reported(tmp_path, capsys):
     output = run_json(capsys, "--task", str(path), "--decoder", "adaptrack", "--n", "10")
     assert output["status"] == "no_valid_completion"
     assert output["counts"] == {} and output["failures"] == 10
+
+
+def test_zero_probability_valid_sequences_get_an_accurate_message(tmp_path, capsys):
+    """Valid sequences exist, but the model gives each probability 0."""
+    data = json.loads(Path(BINARY).read_text(encoding="utf-8"))
+    data["valid"] = [["0", "0", "0", "0", "0", "0", "$"]]  # six bits: the model stops after five
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    output = run_json(capsys, "--task", str(path), "--decoder", "exact", "--n", "3", "--max-new-tokens", "7")
+    assert output["status"] == "no_valid_completion"
+    assert "probability 0" in output["message"] and "violates" not in output["message"]
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback():
+    """`sample --json | head -c 10`: the reader leaves early; no BrokenPipeError trace."""
+    command = [sys.executable, "-m", "adaptrack_lsp", "sample", "--task", BINARY, "--n", "20000", "--decoder", "exact"]
+    producer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    producer.stdout.read(10)
+    producer.stdout.close()  # the pipe's reader is gone
+    _, err = producer.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+    assert producer.returncode == 0
 
 
 def test_console_script_runs(tmp_path):

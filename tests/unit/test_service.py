@@ -126,3 +126,69 @@ def test_not_ready_and_failed_loads():
         service.load()
     assert service.state == "error" and "tiny" in service.message
     service.close()
+
+
+def test_lists_use_list_decoder_and_ghost_text_uses_decoder(monkeypatch):
+    """`decoder` drives ghost text, `listDecoder` completion lists; each decoder gets
+    only the settings it has options for."""
+    from adaptrack_lsp.completion import service as service_module
+
+    used = []
+    real = service_module.decoder_for
+
+    def recording(name, settings):
+        used.append(name)
+        return real(name, settings)
+
+    monkeypatch.setattr(service_module, "decoder_for", recording)
+    service = make_service(decoder="constrained", list_decoder="exact", top_p_validity=0.9)
+    try:
+        text = "import numpy as np\nx = np."
+        assert service.complete(text, len(text), mode="inline").candidates
+        assert service.complete(text, len(text), mode="list", seed=3).candidates
+    finally:
+        service.close()
+    assert used == ["constrained", "exact"]
+    assert service_module.decoder_for("adaptrack", Settings(top_p_validity=0.9)).options.top_p_validity == 0.9
+
+
+def test_cut_candidates_rank_after_complete_ones():
+    plan = PromptPlan(prompt_ids=[], heal_text="", constraint_prefix="", line_prefix="x = ", line_suffix="")
+    samples = [
+        Sample(token_ids=[1, 2, 3], text="np.linalg.norm(a, ord=2, axis", logprob=-1.0, complete=False, valid=True),
+        Sample(token_ids=[4], text="np.zeros(3)\n", logprob=-5.0, complete=True, valid=True),
+    ]
+    ranked = rank_candidates(plan, samples)
+    assert [c.complete for c in ranked] == [True, False]
+
+
+def test_one_model_load_per_settings_change():
+    started, release = threading.Event(), threading.Event()
+    loads = []
+
+    def loader(settings, progress):
+        loads.append(settings.model_key())
+        started.set()
+        release.wait(30)
+        return tabular_model()
+
+    service = CompletionService(Settings(model="tabular"), model_loader=loader)
+    try:
+        assert service.update_settings(service.settings)  # nothing loaded or loading yet
+        first = service.load_in_background()
+        assert started.wait(30)
+        # a configuration during the load that keeps the model fields: no second load
+        assert not service.update_settings(service.settings.replace(temperature=0.5))
+        # one that changes them: a new load, queued behind the running one, which is superseded
+        assert service.update_settings(service.settings.replace(dtype="float32"))
+        states = []
+        second = service.load_in_background(done=lambda state, message: states.append(state))
+        assert not service.update_settings(service.settings)  # the queued load counts
+        release.set()
+        first.result(timeout=30)
+        second.result(timeout=30)
+        assert [key[2] for key in loads] == ["auto", "float32"] and states == ["ready"] and service.ready
+        assert not service.update_settings(service.settings.replace(num_samples=3))
+    finally:
+        release.set()
+        service.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptrack_lsp.completion.tasks import (
+from adaptrack_lsp.evaluation.tasks import (
     SequenceConstraint,
     TaskError,
     binary_task,

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from adaptrack_lsp.completion.tokenizer_bytes import vocabulary_from_tokenizer
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
 from adaptrack_lsp.constrainers.base import TokenConstraint
@@ -317,7 +318,7 @@ def test_tiny_tokenizer_masks_equal_brute_force():
     from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_path()))
-    vocab = Vocabulary.from_tokenizer(tokenizer, logits_size=len(tokenizer) + 7)
+    vocab = vocabulary_from_tokenizer(tokenizer, logits_size=len(tokenizer) + 7)
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
     assert vocab.decode(encode(SNIPPETS[0])) == SNIPPETS[0]
     checked = _real_vocabulary_check(vocab, encode, walks=20, seed=2, max_states=60)
@@ -330,7 +331,7 @@ def test_large_tokenizer_masks_equal_brute_force():
     from adaptrack_lsp.completion.lm.tiny import build_large_tokenizer
 
     tokenizer = build_large_tokenizer(120_000)
-    vocab = Vocabulary.from_tokenizer(tokenizer)
+    vocab = vocabulary_from_tokenizer(tokenizer)
     assert vocab.size >= 100_000
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
     assert _real_vocabulary_check(vocab, encode, walks=2, seed=3, max_states=12) == 12

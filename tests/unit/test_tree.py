@@ -190,3 +190,45 @@ def test_very_unlikely_valid_tokens_keep_their_probability(vocab):
         result = get_decoder(name).decode(lm, constraint, DecodeRequest(prompt_ids=[], seed=0))
         assert [s.text for s in result.samples] == ["c"], name
         assert math.isclose(result.samples[0].logprob, -120.0, rel_tol=1e-5)
+    for name in ["exact", "cars", "ars", "rsft", "map"]:  # every decoder that checks or learns
+        result = get_decoder(name).decode(lm, constraint, DecodeRequest(prompt_ids=[], seed=0))
+        assert [s.text for s in result.samples] == ["c"], name
+
+
+def test_pruned_tokens_form_a_tail_that_is_never_lost(vocab):
+    """Without validity checks only the tokens within `prune_logprob` nats of the best are
+    candidates; the rest keep their mass as a tail (Q = 1), and expanding it asks the
+    model again and restores every token at its exact probability."""
+    tiny = math.exp(-40)
+
+    def conditional(path):
+        return [1.0 - 3 * tiny, tiny, tiny, tiny] if not path else [0, 0, 0, 1.0]
+
+    lm = TabularLM(vocab, conditional=conditional)
+    tree = PrefixTree(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[]))
+    tree.evaluate(tree.root)
+    assert tree.root.candidates.tolist() == [0]
+    assert math.isclose(tree.root.tail_mass, 3 * tiny, rel_tol=1e-12) and tree.root.tail_q == 1.0
+    assert math.isclose(tree.root.q, 1.0, rel_tol=1e-12)  # Q counts the tail as possibly valid
+    calls = tree.counters.lm_calls
+    new = tree.expand_tail(tree.root)
+    assert tree.root.candidates[new].tolist() == [1, 2, 3]
+    assert np.allclose(tree.root.probs[new], tiny, rtol=1e-12)
+    assert tree.counters.lm_calls == calls + 1 and tree.counters.tail_evaluations == 1
+    assert tree.root.tail_mass == 0.0 and tree.expand_tail(tree.root).size == 0
+
+
+def test_top_p_validity_stops_after_the_token_that_reaches_p(vocab):
+    """The paper's rule token by token: with P = .5/.3/.15/.05 and every token valid,
+    p = 0.6 is reached after the second token (.8 / (.8 + .2)); the two others count as
+    invalid, even though they fit in one chunk of checks."""
+    lm = TabularLM(vocab, conditional=lambda path: [0.5, 0.3, 0.05, 0.15] if not path else [0, 0, 0, 1.0])
+    tree = PrefixTree(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[]))
+    tree.check_top_p(tree.root, 0.6)
+    verdicts = dict(zip(tree.root.candidates.tolist(), tree.root.validity.tolist()))
+    assert verdicts == {0: 1, 1: 1, 2: 0, 3: 0}
+    assert tree.counters.constraint_checks == 2
+    assert math.isclose(tree.root.q, 0.8)
+    full = PrefixTree(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[]))
+    full.check_top_p(full.root, 1.0)
+    assert math.isclose(full.root.q, 1.0)

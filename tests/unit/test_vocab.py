@@ -267,8 +267,8 @@ def test_no_eos_is_an_error():
     assert vocabulary_from_tokenizer(tokenizer, extra_eos_ids=[0]).eos_ids == {0}
 
 
-def test_vocabulary_from_tokenizer_classmethod(byte_level_tokenizer):
-    vocab = Vocabulary.from_tokenizer(byte_level_tokenizer, logits_size=len(byte_level_tokenizer) + 3)
+def test_vocabulary_from_tokenizer_pads_to_the_logits_size(byte_level_tokenizer):
+    vocab = vocabulary_from_tokenizer(byte_level_tokenizer, logits_size=len(byte_level_tokenizer) + 3)
     assert vocab.size == len(byte_level_tokenizer) + 3
 
 

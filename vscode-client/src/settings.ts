@@ -13,13 +13,16 @@ export const SECTION = 'adaptrack';
 
 export type Device = 'auto' | 'cpu' | 'cuda' | 'mps' | `cuda:${number}`;
 export type Dtype = 'auto' | 'float32' | 'bfloat16' | 'float16';
+export type KvCache = 'auto' | 'static' | 'dynamic';
 
 /** The server's settings, camelCase as on the wire (see `adaptrack_lsp.config.Settings`). */
 export interface ServerSettings {
   model: string;
   device: Device;
   dtype: Dtype;
+  kvCache: KvCache;
   decoder: string;
+  listDecoder: string;
   temperature: number;
   numSamples: number;
   maxNewTokens: number;
@@ -47,7 +50,9 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   model: 'Qwen/Qwen2.5-Coder-1.5B',
   device: 'auto',
   dtype: 'auto',
+  kvCache: 'auto',
   decoder: 'adaptrack',
+  listDecoder: 'exact',
   temperature: 0,
   numSamples: 5,
   maxNewTokens: 48,

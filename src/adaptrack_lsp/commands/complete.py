@@ -4,6 +4,9 @@ LINE and COL are 1-based (COL counts characters); without them the cursor is at 
 of the file.  One sample is the greedy ghost text; `--samples K` (K > 1) draws K exact
 samples at max(temperature, 1.0), de-duplicated and ranked by model probability, as the
 editor's completion list does.
+
+The API index the cursor needs is computed first (a progress line on stderr; answers are
+kept on disk, so the next run loads them); `--timeout-ms` bounds decoding only.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--multiline", action="store_true", help="complete a block, not just the line")
-    parser.add_argument("--timeout-ms", type=int, default=None)
+    parser.add_argument("--timeout-ms", type=int, default=None, help="time budget of decoding (index work not counted)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -116,14 +119,20 @@ def run(args) -> int:
     from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 
     service = CompletionService(settings, workspace_root=os.getcwd())
+    service.warm_up(text)  # the document's imports are indexed while the model loads
     try:
         service.load()
     except ServiceNotReady as error:
         print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
+        service.close()
         return 3
+
+    def index_progress(message: str) -> None:
+        print(f"adaptrack-lsp complete: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
+
     try:
         mode = "list" if settings.num_samples > 1 else "inline"
-        result = service.complete(text, offset, mode=mode, seed=args.seed)
+        result = service.complete(text, offset, mode=mode, seed=args.seed, wait_for_index=True, index_progress=index_progress)
     finally:
         service.close()
     if result.constraint.problem:
@@ -145,6 +154,7 @@ def run(args) -> int:
     counters = result.counters
     print(
         f"# lm_calls={counters.get('lm_calls')} tokens_fed={counters.get('tokens_fed')} "
-        f"backtracks={counters.get('backtracks')} wall_ms={1000 * counters.get('wall_seconds', 0.0):.0f}"
+        f"backtracks={counters.get('backtracks')} wall_ms={1000 * counters.get('wall_seconds', 0.0):.0f} "
+        f"index_ms={1000 * counters.get('index_seconds', 0.0):.0f}"
     )
     return 0

@@ -1,7 +1,7 @@
 """`adaptrack-lsp sample`: draw samples from a task file with any decoder.
 
 A task file is an exact tabular LM plus a finite set of valid sequences (format in
-`adaptrack_lsp.completion.tasks`).  With `--json` the command prints
+`adaptrack_lsp.evaluation.tasks`).  With `--json` the command prints
 ``{"counts": {"0 0 0 0 0 $": 123, ...}, "counters": {...}, "failures": n, ...}``
 (tokens joined by single spaces, counters summed over all samples); otherwise a table of
 empirical frequencies next to the exact P(s | c) and what greedy constrained decoding
@@ -19,10 +19,10 @@ HELP = "sample a task file (exact tabular LM + valid sequences) with a decoder; 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, metavar="TASK.json", help="task file (vocab, eos, default, next, valid)")
+    from adaptrack_lsp.completion.decoding import DECODER_NAMES
+
     parser.add_argument(
-        "--decoder",
-        default="adaptrack",
-        help="decoder name: unconstrained, constrained, adaptrack, asap, cars, rs, ars, rsft, beam, map (default: adaptrack)",
+        "--decoder", default="adaptrack", help=f"decoder name: {', '.join(DECODER_NAMES)} (default: adaptrack)"
     )
     parser.add_argument("--n", type=int, default=1000, help="number of samples (default: 1000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -57,12 +57,8 @@ def parse_options(items: list[str]) -> dict:
 
 
 def run(args) -> int:
-    from adaptrack_lsp.completion.decoders import (
-        DecodeRequest,
-        decoder_names,
-        get_decoder,
-    )
-    from adaptrack_lsp.completion.tasks import TaskError, chi_square, load_task
+    from adaptrack_lsp.completion.decoders import DecodeRequest, OptionError, decoder_names, get_decoder
+    from adaptrack_lsp.evaluation.tasks import TaskError, chi_square, load_task
 
     def fail(message: str) -> int:
         print(f"adaptrack-lsp sample: error: {message}", file=sys.stderr)
@@ -73,8 +69,8 @@ def run(args) -> int:
     if args.decoder not in decoder_names():
         return fail(f"unknown decoder {args.decoder!r}; choose one of: {', '.join(decoder_names())}")
     try:
-        options = parse_options(args.option)
-    except ValueError as error:
+        decoder = get_decoder(args.decoder, **parse_options(args.option))
+    except (OptionError, ValueError) as error:
         return fail(str(error))
     try:
         task = load_task(args.task)
@@ -91,13 +87,8 @@ def run(args) -> int:
         max_new_tokens=max_new_tokens,
         timeout_s=args.timeout,
         seed=args.seed,
-        options=options,
     )
-    try:
-        decoder = get_decoder(args.decoder)
-        result = decoder.decode(task.language_model(), task.constraint(), request)
-    except ValueError as error:  # bad option values
-        return fail(str(error))
+    result = decoder.decode(task.language_model(), task.constraint(), request)
 
     counts: dict[str, int] = {}
     for sample in result.samples:

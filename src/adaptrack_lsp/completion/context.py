@@ -330,13 +330,6 @@ class PromptBuilder:
             return ids, len(suffix) - kept
         return ids, len(suffix) - len(window)
 
-    def _char_offset_of_token(self, text: str, ids: list[int], index: int) -> int:
-        """Character offset in `text` where token `index` starts (approximate when the
-        tokenizer's bytes do not concatenate to the text)."""
-        index = max(0, min(index, len(ids)))
-        head = self.vocab.decode_bytes(ids[:index])
-        return len(head.decode("utf-8", errors="ignore"))
-
     # -- token healing ----------------------------------------------------------------
     def _heal(self, window: str, ids: list[int]) -> tuple[list[int], str]:
         """Back up the prompt tokens that cover a partial identifier or `.` at the end."""

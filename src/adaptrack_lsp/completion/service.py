@@ -6,7 +6,15 @@
   progress callback); its state is "idle" | "loading" | "ready" | "error";
 - the API constraint: an attribute-chain monitor over a `JediIndex` (the user's
   environment) or a `SnapshotIndex` (settings `apiSnapshot`), cached per environment;
-  jedi look-ups of a document's imports can be warmed on a separate thread;
+  look-ups of a document's imports start in the background (`warm_up`), never on the
+  model thread.  Index time is not decode time: decoding sees only what the index has
+  ready (`ReadyOnlyIndex`); a decode that needs a path still being computed stops at
+  once and either waits for it and decodes again with the full budget
+  (``wait_for_index=True``, the CLI) or answers status "indexing" with no candidates
+  (the server, which is asked again after the index is ready);
+- model loads: one per settings change (`begin_load` tickets: a change of the model
+  fields during a load queues a new load and supersedes one that has not started,
+  other changes start none);
 - running a decoder for one cursor on the model worker thread, with cancellation
   (`DecodeRequest.cancelled`) and supersession (a newer request for the same document
   cancels the older one between LM calls);
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
 import itertools
 import logging
 import math
@@ -32,12 +41,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adaptrack_lsp.config import Settings
+from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
 
 logger = logging.getLogger(__name__)
 
 #: progress(message, percentage or None)
 ProgressCallback = Callable[[str, "int | None"], None]
 ModelLoader = Callable[[Settings, ProgressCallback], Any]
+
+
+#: decoder status of a request answered before decoding because the index is not ready
+INDEXING = "indexing"
+#: longest a caller that waits for the index waits for one path (a lookup has its own limits)
+INDEX_WAIT_LIMIT_S = 300.0
 
 
 class ServiceNotReady(RuntimeError):
@@ -141,6 +157,7 @@ def default_model_loader(settings: Settings, progress: ProgressCallback):
         settings.model,
         device=settings.device,
         dtype=settings.dtype,
+        kv_cache=settings.kv_cache,
         trust_remote_code=settings.trust_remote_code,
     )
 
@@ -186,6 +203,12 @@ class CompletionService:
         self._indexes: dict[tuple, tuple[Any, ConstraintInfo]] = {}
         self._index_lock = threading.Lock()
         self._closed = False
+        self._load_lock = threading.Lock()
+        self._load_ticket = 0
+        self._warm_lock = threading.Lock()
+        self._warm_texts: dict[str, str] = {}
+        self._warm_futures: dict[str, concurrent.futures.Future] = {}
+        self._requested_key: tuple | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -193,21 +216,41 @@ class CompletionService:
         return self.state == "ready" and self.model is not None
 
     def needs_reload(self, settings: Settings) -> bool:
-        return self._loaded_key != settings.model_key()
+        """Whether `settings` need a model load: their model fields differ from the
+        model loaded or being loaded, or the last load failed."""
+        if self.state == "error":
+            return True
+        target = self._requested_key if self._requested_key is not None else self._loaded_key
+        return target != settings.model_key()
 
     def update_settings(self, settings: Settings) -> bool:
-        """Adopt new settings; True when the model must be loaded again."""
-        reload = self.needs_reload(settings) or self.state != "ready"
+        """Adopt new settings; True when the model must be loaded again (a load of the
+        same model fields already under way counts as loaded)."""
+        reload = self.needs_reload(settings)
         if self._index_key(settings) != self._index_key(self.settings):
             with self._index_lock:
                 self._indexes.clear()
         self.settings = settings
         return reload
 
-    def load(self, progress: ProgressCallback | None = None) -> None:
+    def begin_load(self) -> int:
+        """Record that the current settings' model is to be loaded (state "loading");
+        returns the ticket of that load.  A later ticket supersedes it."""
+        with self._load_lock:
+            self._load_ticket += 1
+            self._requested_key = self.settings.model_key()
+            self.state, self.message = "loading", f"loading {self.settings.model}"
+            return self._load_ticket
+
+    def superseded_load(self, ticket: int | None) -> bool:
+        return ticket is not None and ticket != self._load_ticket
+
+    def load(self, progress: ProgressCallback | None = None, ticket: int | None = None) -> None:
         """Load the model for the current settings (blocking; raises on failure)."""
         progress = progress or (lambda message, percentage=None: None)
         settings = self.settings
+        if ticket is None:
+            ticket = self.begin_load()
         self.state, self.message = "loading", f"loading {settings.model}"
         try:
             with self._model_lock:
@@ -218,6 +261,8 @@ class CompletionService:
                 from adaptrack_lsp.completion.context import PromptBuilder
 
                 self.builder = PromptBuilder.for_model(lm, max_new_tokens=settings.max_new_tokens)
+                progress("preparing the model for requests", 90)
+                lm.warm_up(self.builder.max_prompt_tokens, settings.max_new_tokens)
                 self.model = lm
                 self._loaded_key = settings.model_key()
         except Exception as error:
@@ -225,6 +270,8 @@ class CompletionService:
             self.message = model_load_message(settings.model, error)
             logger.info("model load failed: %s", error, exc_info=logger.isEnabledFor(logging.DEBUG))
             raise ServiceNotReady(self.message) from error
+        if self.superseded_load(ticket):
+            return  # a newer load is queued: the state stays "loading"
         self.state, self.message = "ready", f"{getattr(self.model, 'name', settings.model)} ready"
         progress("ready", 100)
 
@@ -232,13 +279,21 @@ class CompletionService:
         self,
         progress: ProgressCallback | None = None,
         done: Callable[[str, str], None] | None = None,
+        ticket: int | None = None,
     ) -> concurrent.futures.Future:
-        """Load on the model worker thread; `done(state, message)` is called after."""
-        self.state, self.message = "loading", f"loading {self.settings.model}"
+        """Load on the model worker thread; `done(state, message)` is called after, with
+        state "superseded" when a newer load was asked for meanwhile (then that one
+        reports).  `ticket`: from `begin_load` (a new one when omitted)."""
+        if ticket is None:
+            ticket = self.begin_load()
 
         def job():
+            if self.superseded_load(ticket):
+                if done is not None:
+                    done("superseded", "a newer model load was requested")
+                return
             try:
-                self.load(progress)
+                self.load(progress, ticket)
             except ServiceNotReady:
                 pass
             except BaseException as error:  # never leave the state at "loading"
@@ -246,7 +301,7 @@ class CompletionService:
             finally:
                 if done is not None:
                     try:
-                        done(self.state, self.message)
+                        done("superseded" if self.superseded_load(ticket) else self.state, self.message)
                     except Exception:
                         logger.exception("load callback failed")
 
@@ -331,15 +386,20 @@ class CompletionService:
             return f"completions are not API-constrained ({info.problem})"
         return f"API constraint: {info.source}"
 
-    def token_constraint(self, plan, text: str, settings: Settings):
+    def token_constraint(self, plan, text: str, settings: Settings, view=None):
         """The id-level constraint for one prompt plan: API monitor AND the healing prefix.
 
         A fresh monitor per request: monitors cache "unknown" answers, and an index
-        answer that was not ready last time may be ready now (the index caches)."""
+        answer that was not ready last time may be ready now (the index caches).
+        `view`: what the monitor asks instead of the index (a `ReadyOnlyIndex`)."""
         from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
         from adaptrack_lsp.constrainers.base import Unconstrained
 
         index, info = self.api_index(settings)
+        if index is not None and index.problem:
+            index, info = None, dataclasses.replace(info, source="none", environment=info.environment, problem=index.problem)
+        elif index is not None and view is not None:
+            index = view
         parts = []
         if plan.heal_text:
             from adaptrack_lsp.constrainers.compose import ForcedPrefix
@@ -360,30 +420,46 @@ class CompletionService:
         context = ConstraintContext(document=text, prefix=plan.constraint_prefix)
         return TokenIndex(constrainer, self.model.vocab, context=context), info
 
-    def warm_up(self, text: str, settings: Settings | None = None) -> concurrent.futures.Future | None:
-        """Ask the API index about the document's imports in the background."""
+    def warm_up(self, text: str, settings: Settings | None = None, document: str = "") -> concurrent.futures.Future | None:
+        """Start the API index look-ups of the document's imports (on the index thread,
+        never the model thread); the future gives the number of paths asked for.  Calls
+        for the same `document` while one is queued only update the text it reads."""
         settings = settings or self.settings
-        roots = document_roots(text)
-        if not roots or self._closed:
+        if self._closed:
             return None
+        if document:
+            with self._warm_lock:
+                queued = document in self._warm_texts
+                self._warm_texts[document] = text
+                if queued:
+                    return self._warm_futures.get(document)
 
         def job():
+            with self._warm_lock:
+                latest = self._warm_texts.pop(document, text) if document else text
+            roots = document_roots(latest)
+            if not roots:
+                return 0
             index, _ = self.api_index(settings)
             if index is None:
                 return 0
             asked = 0
             for path in dict.fromkeys(roots.values()):
                 try:
-                    index.members(path)  # waits up to the index's time limit
+                    index.prefetch(path)
                     asked += 1
                 except Exception:
                     logger.debug("warm-up of %s failed", ".".join(path), exc_info=True)
             return asked
 
         try:
-            return self._index_worker.submit(job)
+            future = self._index_worker.submit(job)
         except RuntimeError:  # shut down
             return None
+        if document:
+            with self._warm_lock:
+                self._warm_futures[document] = future
+        return future
 
     # -- completion -------------------------------------------------------------------------
     def begin_request(self, key: str) -> Callable[[], bool]:
@@ -409,11 +485,18 @@ class CompletionService:
     ) -> concurrent.futures.Future:
         """Run `complete` on the model worker thread.  A later submit for the same
         `document` and `mode` supersedes this one (its future raises
-        `CompletionCancelled("superseded")`)."""
+        `CompletionCancelled("superseded")`).  When API members the cursor needs are
+        still being computed, the future is already done with status "indexing" (the
+        model thread, maybe busy with another request, is not waited for)."""
         if not self.ready:
             raise ServiceNotReady(self.message or "the model is not loaded")
         superseded = self.begin_request(f"{mode}:{document}")
         settings = settings or self.settings  # the settings in force when the request came
+        indexing = self.indexing_result(text, offset, settings)
+        if indexing is not None:
+            answered: concurrent.futures.Future = concurrent.futures.Future()
+            answered.set_result(indexing)
+            return answered
 
         def is_cancelled() -> bool:
             return superseded() or (cancelled is not None and cancelled())
@@ -442,6 +525,8 @@ class CompletionService:
         settings: Settings | None = None,
         seed: int | None = None,
         document: str = "",
+        wait_for_index: bool = False,
+        index_progress: Callable[[str], None] | None = None,
     ) -> CompletionResult:
         """Candidates for a cursor at character `offset` of `text` (blocking).
 
@@ -450,9 +535,18 @@ class CompletionService:
         max(temperature, 1.0), i.e. exact samples of P(s|c) under the constraint.
         Raises `CompletionCancelled` when `cancelled()` turns true between LM calls.
         `document` names the prompt cache slot of the model (one per document).
-        """
-        from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest, get_decoder
+        Without a `seed` the samples are seeded from the text, the cursor and the mode:
+        asking again at the same place gives the same list (no flicker), another place
+        or another text draws afresh.
 
+        `timeoutMs` bounds decoding only.  API members that are not computed yet: with
+        `wait_for_index` the call waits for them (`index_progress(message)` says what it
+        waits for) and decodes again with the full budget; without, it answers at once
+        with status "indexing", no candidates, and the look-ups running in the
+        background.  Counters: `index_seconds` (what the index has spent computing answers
+        in this process so far), `index_wait_seconds` (the time this call waited for
+        it), `wall_seconds` (the decode).
+        """
         if mode not in ("inline", "list"):
             raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
         settings = settings or self.settings
@@ -460,47 +554,41 @@ class CompletionService:
             raise ServiceNotReady(self.message or "the model is not loaded")
         started = time.perf_counter()
         text = sanitize_text(text)
-        with self._model_lock:
-            lm = self.model
-            decoder_name = settings.decoder
-            builder = self.builder
-            heal = decoder_name != "unconstrained"  # an unconstrained decoder cannot be forced
-            if builder.heal != heal:
-                builder = dataclasses.replace(builder, heal=heal)
-            plan = builder.build(text, offset, multiline=settings.multiline)
-            constraint, info = self.token_constraint(plan, text, settings)
-            if mode == "inline" and settings.temperature <= 0.0:
-                temperature, samples = 0.0, 1
-            elif mode == "inline":
-                temperature, samples = settings.temperature, settings.num_samples
+        if seed is None:
+            seed = request_seed(text, offset, mode)
+        index, info = self.api_index(settings)
+        if index is not None and index.problem:
+            index = None
+        index_seconds = 0.0
+        given_up: set[tuple[str, ...]] = set()
+        if index is not None:
+            if wait_for_index:
+                index_seconds += self._wait_for_index(index, needed_paths(text, offset), given_up, index_progress)
             else:
-                temperature, samples = max(settings.temperature, 1.0), settings.num_samples
-            options: dict[str, Any] = {"top_p_validity": settings.top_p_validity, "share_estimates": True}
-            if settings.max_backtrack_distance is not None:
-                options["max_backtrack_distance"] = settings.max_backtrack_distance
-            request = DecodeRequest(
-                prompt_ids=plan.prompt_ids,
-                num_samples=samples,
-                temperature=temperature,
-                max_new_tokens=settings.max_new_tokens,
-                timeout_s=settings.timeout_ms / 1000.0,
-                seed=seed,
-                stop=plan.stop,
-                cancelled=cancelled,
-                options=options,
-                cache_key=document,
-            )
-            decoder = get_decoder(decoder_name)
+                indexing = self.indexing_result(text, offset, settings)
+                if indexing is not None:
+                    return indexing
+        while True:
+            view = ReadyOnlyIndex(index, unknown=given_up) if index is not None else None
+            stop = view.has_pending if view is not None else (lambda: False)
             try:
-                result = decoder.decode(lm, constraint, request)
-            except DecodeCancelled:
-                raise CompletionCancelled("cancelled") from None
-        timed_out = request.timeout_s is not None and result.counters.wall_seconds >= request.timeout_s
+                result, plan, info, request = self._decode(text, offset, mode, settings, seed, document, cancelled, view, stop)
+            except CompletionCancelled:
+                if view is None or not view.pending or (cancelled is not None and cancelled()):
+                    raise
+                result = None
+            if view is None or not view.pending:
+                break
+            if not wait_for_index:
+                return self._indexing_result(view.pending, info, started)
+            index_seconds += self._wait_for_index(index, view.pending, given_up, index_progress)
+        if given_up:
+            waited = ", ".join(".".join(p) for p in given_up)
+            info = dataclasses.replace(info, problem=f"members of {waited} were not computed in time; left unconstrained")
         # a path cut by the time budget may stop anywhere (inside a name): not an answer
-        samples = [s for s in result.samples if s.complete or not timed_out]
+        samples = [s for s in result.samples if s.complete or not result.timed_out]
         candidates = rank_candidates(plan, samples)
         packages = {}
-        index = self.api_index(settings)[0]
         if index is not None:
             try:
                 packages = dict(index.packages())
@@ -513,6 +601,8 @@ class CompletionService:
                 candidate.detail = validity_detail(plan.line_prefix + candidate.text, roots, packages, info)
         counters = result.counters.as_dict()
         counters["service_seconds"] = time.perf_counter() - started
+        counters["index_wait_seconds"] = index_seconds
+        counters["index_seconds"] = index.work_seconds() if index is not None else 0.0
         counters["prompt_tokens"] = len(plan.prompt_ids)
         counters["prompt_tokens_reused"] = result.prompt_reused
         return CompletionResult(
@@ -526,13 +616,132 @@ class CompletionService:
             fim=plan.fim,
         )
 
+    def _decode(self, text, offset, mode, settings, seed, document, cancelled, view, stop):
+        """One decode on the model, constrained by `view`; (result, plan, info, request).
+        `stop()` turning true ends it like a cancellation."""
+        from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest
+
+        with self._model_lock:
+            lm = self.model
+            decoder_name = settings.decoder if mode == "inline" else settings.list_decoder
+            builder = self.builder
+            heal = decoder_name != "unconstrained"  # an unconstrained decoder cannot be forced
+            if builder.heal != heal:
+                builder = dataclasses.replace(builder, heal=heal)
+            plan = builder.build(text, offset, multiline=settings.multiline)
+            constraint, info = self.token_constraint(plan, text, settings, view)
+            if mode == "inline" and settings.temperature <= 0.0:
+                temperature, samples = 0.0, 1
+            elif mode == "inline":
+                temperature, samples = settings.temperature, settings.num_samples
+            else:
+                temperature, samples = max(settings.temperature, 1.0), settings.num_samples
+            request = DecodeRequest(
+                prompt_ids=plan.prompt_ids,
+                num_samples=samples,
+                temperature=temperature,
+                max_new_tokens=settings.max_new_tokens,
+                timeout_s=settings.timeout_ms / 1000.0,
+                seed=seed,
+                stop=plan.stop,
+                cancelled=lambda: stop() or (cancelled is not None and cancelled()),
+                cache_key=document,
+            )
+            decoder = decoder_for(decoder_name, settings)
+            try:
+                result = decoder.decode(lm, constraint, request)
+            except DecodeCancelled:
+                raise CompletionCancelled("cancelled") from None
+        return result, plan, info, request
+
+    def _wait_for_index(self, index, paths, given_up: set, progress: Callable[[str], None] | None) -> float:
+        """Wait until `paths` are answered (each at most INDEX_WAIT_LIMIT_S; those not
+        answered by then are added to `given_up`); returns the seconds waited."""
+        started = time.perf_counter()
+        waiting = [tuple(p) for p in paths if not index.ready(tuple(p))]
+        if not waiting:
+            return 0.0
+        if progress is not None:
+            progress("computing the API members of " + ", ".join(".".join(p) for p in waiting))
+        for path in waiting:
+            if not index.wait_ready([path], INDEX_WAIT_LIMIT_S):
+                given_up.add(path)
+        return time.perf_counter() - started
+
+    def indexing_result(self, text: str, offset: int, settings: Settings | None = None) -> CompletionResult | None:
+        """The "indexing" answer when API members a completion at `offset` needs are
+        still being computed (their look-ups are started), else None.  Cheap: no
+        look-up is waited for."""
+        started = time.perf_counter()
+        index, info = self.api_index(settings or self.settings)
+        if index is None or index.problem:
+            return None
+        pending = [path for path in needed_paths(text, offset) if not index.ready(path)]
+        if not pending:
+            return None
+        for path in pending:
+            index.prefetch(path)
+        return self._indexing_result(pending, info, started)
+
+    def _indexing_result(self, pending, info: ConstraintInfo, started: float) -> CompletionResult:
+        names = ", ".join(".".join(p) for p in pending)
+        return CompletionResult(
+            candidates=[],
+            counters={"service_seconds": time.perf_counter() - started, "index_wait_seconds": 0.0},
+            constraint=info,
+            status=INDEXING,
+            message=f"computing the API members of {names}; completions follow when they are ready",
+        )
+
+
+def request_seed(text: str, offset: int, mode: str) -> int:
+    """A stable 64-bit seed for a completion at `offset` of `text` (same input, same samples)."""
+    digest = hashlib.blake2b(f"{mode}\0{offset}\0{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def decoder_for(name: str, settings: Settings):
+    """The decoder `name` with the options the settings give it (only the options its
+    option dataclass declares: `constrained` has no `top_p_validity`)."""
+    from adaptrack_lsp.completion.decoders import DECODERS, get_decoder
+
+    wanted = {
+        "top_p_validity": settings.top_p_validity,
+        "max_backtrack_distance": settings.max_backtrack_distance,
+        "share_estimates": True,
+    }
+    accepted = {f.name for f in dataclasses.fields(DECODERS[name].Options)}
+    return get_decoder(name, **{key: value for key, value in wanted.items() if key in accepted})
+
+
+_CURSOR_CHAIN_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\.\s*\w*\Z")
+
+
+def needed_paths(text: str, offset: int) -> list[tuple[str, ...]]:
+    """The index paths a completion at `offset` needs before decoding: the modules the
+    document imports and every prefix of the attribute chain at the cursor
+    (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
+    roots = document_roots(text)
+    paths = list(roots.values())
+    line_start = text.rfind("\n", 0, offset) + 1
+    match = _CURSOR_CHAIN_RE.search(text[line_start:offset])
+    if match:
+        names = [name.strip() for name in match.group(1).split(".")]
+        root = roots.get(names[0])
+        if root:
+            chain = tuple(root) + tuple(names[1:])
+            paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
+    return list(dict.fromkeys(tuple(p) for p in paths))
+
 
 def rank_candidates(plan, samples) -> list[Candidate]:
-    """Distinct answers ranked by probability.
+    """Distinct answers: complete ones first, each group ranked by probability.
 
     Samples are first made unique by token sequence (a sequence drawn twice counts
     once); sequences that give the same answer text add their probabilities.  Empty
-    answers and generations that contradict the typed text are dropped.
+    answers and generations that contradict the typed text are dropped.  A path cut by
+    `maxNewTokens` is not a sample of P(s | c): it is kept (the rest of a long line is
+    still useful) but ranked after every complete answer.
     """
     seen_sequences: set[tuple[int, ...]] = set()
     by_text: dict[str, Candidate] = {}
@@ -551,7 +760,7 @@ def rank_candidates(plan, samples) -> list[Candidate]:
             existing.logprob = float(_logaddexp(existing.logprob, sample.logprob))
             existing.valid = existing.valid and bool(sample.valid)
             existing.complete = existing.complete or bool(sample.complete)
-    return sorted(by_text.values(), key=lambda c: -c.logprob)
+    return sorted(by_text.values(), key=lambda c: (not c.complete, -c.logprob))
 
 
 def _logaddexp(a: float, b: float) -> float:

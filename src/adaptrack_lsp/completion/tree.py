@@ -2,43 +2,62 @@
 
 Owns, per node (a token path after the prompt):
 
-- the model's next-token distribution, asked of the LM exactly once (`evaluate`) and
-  stored compactly: only candidates within `prune_logprob` nats of the best token are
-  kept (sparse ids + float32 log-probabilities; dropped mass counts as invalid);
-- the validity of each candidate (`check_all`, `check_top_p`, `check_one`), from a
-  `TokenConstraint`;
-- Q[x], the running estimate of P(constraint satisfied | x) (AdapTrack eq. 2):
-  0 for invalid, 1 for never-evaluated (or complete) valid nodes, otherwise
-  sum_u P(u|x) Q[x+u] over the candidates (unchecked candidates count as 1 until
-  checked, which is what the rejection samplers of cars.txt need);
+- the model's next-token distribution, asked of the LM once (`evaluate`) and stored
+  compactly: the candidates within `prune_logprob` nats of the best token, plus every
+  token the constraint allows when validity is checked at evaluation; the rest is one
+  *tail* bucket holding its total probability.  No valid token is ever lost: a tail
+  whose validity is unknown keeps Q = 1, and drawing from it asks the LM again for the
+  node and turns the tail into ordinary candidates (`expand_tail`, counted in
+  `lm_calls` and `tail_evaluations`);
+- the validity of each candidate, from a `TokenConstraint`, checked three ways:
+  `check_all` (every token, applied at once), `check_top_p` (the paper's RQ3 rule:
+  most probable first, stop after the first token at which the known-valid share of
+  the valid + unchecked mass reaches p; the rest count as invalid) and deferred
+  verdicts (`evaluate(node, "defer")`: every token checked but Q left untouched until
+  `apply_verdicts`, which is what CARS needs to draw before it learns);
+- Q[x], the running estimate of P(constraint satisfied | x) (AdapTrack eq. 2): 0 for
+  invalid, 1 for never-evaluated (or ended) valid nodes, otherwise
+  sum_u P(u|x) Q[x+u] over the candidates plus the tail's mass times its Q;
 - `propagate(node)`: pushes a changed Q[node] up to the root and returns the changes
   bottom-up, so AdapTrack can run its rejection step at each ancestor;
 - counters, cancellation and the wall-clock budget (`poll`, called before LM work).
 
-The LM keeps its own cache following the path it was last asked about; the tree asks
-about each node once, so `lm_calls` counts distinct node evaluations.
+Probabilities are float64 from the LM's log-probabilities (float32 from neural models,
+float64 from exact tabular ones, so that near ties are decided in float64).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from adaptrack_lsp.completion.decoders.base import Counters, DecodeCancelled, DecodeRequest, DecodeResult, Sample
+from adaptrack_lsp.completion.decoding import (
+    BudgetExceeded,
+    Counters,
+    DecodeCancelled,
+    DecodeRequest,
+    DecodeResult,
+    Sample,
+)
+
+__all__ = ["BudgetExceeded", "Node", "PrefixTree", "QChange", "TAIL", "finish_status"]
 
 UNCHECKED, INVALID, VALID = -1, 0, 1
+#: `draw` returns this when the tail bucket was drawn (see `PrefixTree.expand_tail`)
+TAIL = -1
 #: below this log-probability float32 exp loses precision (denormals) and then underflows
 FLOAT32_EXP_FLOOR = -80.0
 #: tokens per block when drawing from a large distribution in two levels
 DRAW_BLOCK = 1024
+#: validity checks per constraint call in `check_top_p`
+TOP_P_CHUNK = 16
 
-
-class BudgetExceeded(Exception):
-    """The request's wall-clock budget ran out (decoders turn this into a partial result)."""
+NO_VALID_COMPLETION = "no valid completion: every continuation violates the constraint"
+ZERO_PROBABILITY = "no valid completion has positive probability: the model gives probability 0 to every valid continuation"
 
 
 class Node:
@@ -62,6 +81,10 @@ class Node:
         "probs",
         "validity",
         "child_q",
+        "tail_mass",
+        "tail_q",
+        "tail_invalid",
+        "pending",
         "q",
         "checked",
     )
@@ -79,11 +102,15 @@ class Node:
         self.logprob = 0.0  # log P(path) at temperature 1
         self.children: dict[int, Node] = {}  # candidate index -> child
         self.evaluated = False
-        self.candidates: np.ndarray | None = None  # int32 token ids, ascending
-        self.raw_logprobs: np.ndarray | None = None  # float32 log P(u|x) at temperature 1
+        self.candidates: np.ndarray | None = None  # int32 token ids (ascending, then tail tokens appended)
+        self.raw_logprobs: np.ndarray | None = None  # log P(u|x) at temperature 1
         self.probs: np.ndarray | None = None  # float64 P(u|x) at the request temperature
         self.validity: np.ndarray | None = None  # int8: UNCHECKED / INVALID / VALID
         self.child_q: np.ndarray | None = None  # float64 Q[x+u] per candidate
+        self.tail_mass = 0.0  # P(tail) at the request temperature: tokens not among the candidates
+        self.tail_q = 0.0  # Q of the tail: 1 while its validity is unknown (or its verdict deferred)
+        self.tail_invalid = False  # every tail token is known to be invalid
+        self.pending = False  # verdicts computed, not yet applied to Q (`apply_verdicts`)
         self.q = 1.0 if valid else 0.0
         self.checked = False  # every candidate's validity is known (or assumed invalid)
 
@@ -92,13 +119,11 @@ class Node:
         return self.terminal or self.cut
 
     def index_of(self, token_id: int) -> int | None:
-        """Candidate index of `token_id`, None if it is not a (kept) candidate."""
+        """Candidate index of `token_id`, None if it is not a candidate."""
         if self.candidates is None:
             return None
-        index = int(np.searchsorted(self.candidates, token_id))
-        if index < self.candidates.size and self.candidates[index] == token_id:
-            return index
-        return None
+        found = np.flatnonzero(self.candidates == token_id)
+        return int(found[0]) if found.size else None
 
     def path(self) -> list[int]:
         tokens: list[int] = []
@@ -160,13 +185,16 @@ class PrefixTree:
         self.counters = counters if counters is not None else Counters()
         self.prune_logprob = float(prune_logprob)
         temperature = request.temperature if temperature is None else temperature
+        if not math.isfinite(temperature):
+            raise ValueError(f"temperature must be a finite number, got {temperature}")
         self.greedy = temperature <= 0.0
         self.temperature = 1.0 if self.greedy else float(temperature)
         self.max_new_tokens = max(1, int(request.max_new_tokens))
         self.started = time.perf_counter()
         self.deadline = None if request.timeout_s is None else self.started + float(request.timeout_s)
-        self._eos = np.fromiter(sorted(self.vocab.eos_ids), dtype=np.int64)
         self._special_or_padding = self._excluded_ids()
+        #: nodes where a token the constraint allows had probability 0 under the model
+        self.zero_probability_valid = 0
 
         fed_before = lm.tokens_fed
         info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens, cache_key=request.cache_key)
@@ -199,18 +227,8 @@ class PrefixTree:
             mask[token_id] = False
         return mask
 
-    def evaluate(self, node: Node, with_validity: bool = False) -> None:
-        """Ask the LM for P(.|node) once; store the candidates compactly.
-
-        Candidates are the tokens within `prune_logprob` nats of the best one.  With
-        `with_validity` the whole vocabulary is checked at once and every *valid* token
-        is kept whatever its probability, so pruning never turns a valid (if unlikely)
-        continuation into a dead end; invalid tokens are then dropped.
-        """
-        if node.evaluated:
-            return
-        if node.leaf:
-            raise ValueError("a complete or cut node has no next-token distribution")
+    def _ask_lm(self, node: Node) -> np.ndarray:
+        """log P(.|node) over the vocabulary, counted; raises ModelError on unusable output."""
         self.poll()
         fed_before = self.lm.tokens_fed
         start = time.perf_counter()
@@ -218,8 +236,9 @@ class PrefixTree:
         self.counters.lm_seconds += time.perf_counter() - start
         self.counters.lm_calls += 1
         self.counters.tokens_fed += self.lm.tokens_fed - fed_before
-
-        logprobs = np.asarray(logprobs, dtype=np.float32)
+        logprobs = np.asarray(logprobs)
+        if logprobs.dtype != np.float64:
+            logprobs = logprobs.astype(np.float32, copy=False)
         if logprobs.shape[0] < self.vocab.size:
             raise ValueError(f"the LM returned {logprobs.shape[0]} log-probabilities for a vocabulary of {self.vocab.size}")
         logprobs = logprobs[: self.vocab.size]
@@ -232,53 +251,141 @@ class PrefixTree:
             from adaptrack_lsp.completion.lm.base import ModelError
 
             raise ModelError("the model gave every token zero probability")
+        return logprobs
+
+    def _scaled(self, logprobs: np.ndarray) -> np.ndarray:
+        """log P(u|x) at the request temperature, normalised over the whole vocabulary
+        (special and padding ids keep their share: that mass is lost, i.e. invalid)."""
         if self.temperature == 1.0:
-            scaled = logprobs  # the LM's log-probabilities are normalised already
-            log_normaliser = 0.0
-        else:
-            scaled = logprobs / np.float32(self.temperature)
-            # normaliser over the whole vocabulary: special/padding mass is lost (invalid) mass
-            shifted_top = top / self.temperature
-            log_normaliser = shifted_top + math.log(float(np.exp(scaled.astype(np.float64) - shifted_top).sum()))
+            return logprobs  # the LM's log-probabilities are normalised already
+        # float64: a temperature like 1e-300 must not turn every log-probability into -inf
+        scaled = logprobs.astype(np.float64) / self.temperature
+        top = float(scaled.max())
+        return scaled - (top + math.log(float(np.exp(scaled - top).sum())))
+
+    @staticmethod
+    def _probabilities(values: np.ndarray) -> np.ndarray:
+        """exp of log-probabilities as float64; float32 inputs use a float32 exp (float64
+        exp over a 150k vocabulary costs ms) except where float32 would underflow: a valid
+        token of probability 1e-50 is rare, but zero would make a dead end of it."""
+        if values.dtype == np.float64:
+            return np.exp(values)
+        probs = np.exp(values).astype(np.float64)
+        tiny = values < FLOAT32_EXP_FLOOR
+        if tiny.any():
+            probs[tiny] = np.exp(values[tiny].astype(np.float64))
+        return probs
+
+    def evaluate(self, node: Node, validity: str = "none") -> None:
+        """Ask the LM for P(.|node) once; store the candidates compactly.
+
+        `validity`: "none" (candidates are the tokens within `prune_logprob` nats of the
+        best one, validity unchecked, the tail's Q is 1); "apply" (every token is checked
+        at once and exactly the valid ones are kept, whatever their probability; Q is
+        updated); "defer" (every token is checked, the valid ones and the likely ones are
+        kept, but Q is left as if nothing were known until `apply_verdicts`).
+        """
+        if node.evaluated:
+            return
+        if node.leaf:
+            raise ValueError("a complete or cut node has no next-token distribution")
+        logprobs = self._ask_lm(node)
+        scaled = self._scaled(logprobs)
         eligible = np.where(self._special_or_padding, -np.inf, scaled)
         best = float(eligible.max())
-        if best == -np.inf:
-            candidates = np.zeros(0, dtype=np.int32)
-            checked_valid = False
-        elif with_validity and node.valid:
-            # every token is checked at once: keep exactly the valid ones, whatever their
-            # probability (invalid tokens carry no Q and are never drawn)
+        possible = eligible > -np.inf
+        likely = eligible >= best - self.prune_logprob
+        valid_mask = None
+        if node.valid and validity != "none" and best > -np.inf:
             start = time.perf_counter()
             valid_mask = np.asarray(self.constraint.mask(node.state), dtype=bool)[: self.vocab.size]
             self.counters.constraint_seconds += time.perf_counter() - start
-            candidates = np.flatnonzero(valid_mask & (eligible > -np.inf)).astype(np.int32)
-            self.counters.constraint_checks += int(np.count_nonzero(eligible >= best - self.prune_logprob))
-            checked_valid = True
+            self.counters.constraint_checks += int(np.count_nonzero(likely))
+            if (valid_mask & ~possible & ~self._special_or_padding).any():
+                self.zero_probability_valid += 1
+        if best == -np.inf:
+            keep = np.zeros(self.vocab.size, dtype=bool)
+        elif valid_mask is not None and validity == "apply":
+            keep = valid_mask & possible
+        elif valid_mask is not None:  # defer: what may be drawn before the verdicts apply
+            keep = (valid_mask & possible) | likely
         else:
-            candidates = np.flatnonzero(eligible >= best - self.prune_logprob).astype(np.int32)
-            checked_valid = False
-        node.candidates = candidates  # ascending token ids
+            keep = likely
+        candidates = np.flatnonzero(keep).astype(np.int32)
+        node.candidates = candidates
         node.raw_logprobs = logprobs[candidates]
-        # exp in float32 (the LM's precision; float64 exp over a 150k vocabulary costs
-        # ms), except where float32 would underflow: a valid token of probability 1e-50
-        # is rare, but zero would make a dead end of it
-        values = scaled[candidates] - np.float32(log_normaliser)
-        node.probs = np.exp(values).astype(np.float64)
-        tiny = values < FLOAT32_EXP_FLOOR
-        if tiny.any():
-            node.probs[tiny] = np.exp(values[tiny].astype(np.float64))
-        if checked_valid:
-            node.validity = np.full(candidates.size, VALID, dtype=np.int8)
+        node.probs = self._probabilities(eligible[candidates])
+        tail = possible & ~keep
+        node.tail_mass = float(self._probabilities(eligible[tail]).sum()) if tail.any() else 0.0
+        if not node.valid:
+            node.validity = np.full(candidates.size, INVALID, dtype=np.int8)
+            node.child_q = np.zeros(candidates.size)
+            node.tail_q, node.tail_invalid, node.checked = 0.0, True, True
+        elif valid_mask is None:
+            node.validity = np.full(candidates.size, UNCHECKED, dtype=np.int8)
+            node.child_q = np.ones(candidates.size)
+            node.tail_q = 1.0
         else:
-            node.validity = np.full(candidates.size, UNCHECKED if node.valid else INVALID, dtype=np.int8)
-        node.child_q = np.ones(candidates.size, dtype=np.float64) if node.valid else np.zeros(candidates.size)
+            node.validity = np.where(valid_mask[candidates], VALID, INVALID).astype(np.int8)
+            node.tail_invalid = True  # every valid token is a candidate
+            node.checked = True
+            if validity == "apply":
+                node.child_q = (node.validity == VALID).astype(np.float64)
+                node.tail_q = 0.0
+            else:
+                node.child_q = np.ones(candidates.size)
+                node.tail_q = 1.0
+                node.pending = True
         node.evaluated = True
-        node.checked = checked_valid or not node.valid
         self._recompute_q(node)
+
+    def apply_verdicts(self, node: Node) -> list[QChange]:
+        """Apply a node's deferred verdicts (invalid candidates and tail get Q = 0) and
+        propagate; returns the changes of the ancestors."""
+        if not node.pending:
+            return []
+        node.pending = False
+        invalid = node.validity == INVALID
+        node.child_q[invalid] = 0.0
+        node.tail_q = 0.0
+        self._compact(node)
+        self._recompute_q(node)
+        return self.propagate(node)
+
+    def expand_tail(self, node: Node) -> np.ndarray:
+        """Turn the tail bucket into ordinary candidates (appended after the existing
+        ones, whose indices do not change); returns the new candidate indices.
+
+        The tail was pruned at the first evaluation, so the LM is asked again for this
+        node (counted in `lm_calls` and `tail_evaluations`)."""
+        if node.tail_mass <= 0.0:
+            return np.zeros(0, dtype=np.int64)
+        logprobs = self._ask_lm(node)
+        self.counters.tail_evaluations += 1
+        eligible = np.where(self._special_or_padding, -np.inf, self._scaled(logprobs))
+        outside = np.ones(self.vocab.size, dtype=bool)
+        outside[node.candidates] = False
+        new_ids = np.flatnonzero(outside & (eligible > -np.inf)).astype(np.int32)
+        first = node.candidates.size
+        node.candidates = np.concatenate([node.candidates, new_ids])
+        node.raw_logprobs = np.concatenate([node.raw_logprobs, logprobs[new_ids]])
+        node.probs = np.concatenate([node.probs, self._probabilities(eligible[new_ids])])
+        if not node.valid or node.tail_invalid:
+            verdict = INVALID
+        else:
+            verdict = UNCHECKED
+        node.validity = np.concatenate([node.validity, np.full(new_ids.size, verdict, dtype=np.int8)])
+        node.child_q = np.concatenate([node.child_q, np.full(new_ids.size, node.tail_q)])
+        node.tail_mass, node.tail_q = 0.0, 0.0
+        if verdict == UNCHECKED:
+            node.checked = False
+        self._recompute_q(node)
+        self.propagate(node)  # only rounding: the tail's mass moved into candidates
+        return np.arange(first, node.candidates.size)
 
     def _compact(self, node: Node) -> None:
         """Drop invalid candidates of a fully checked node that has no children yet."""
-        if node.children or node.candidates.size < 256:
+        if node.children or node.pending or node.candidates.size < 256:
             return
         keep = node.validity != INVALID
         if keep.all():
@@ -296,10 +403,15 @@ class PrefixTree:
         node.child_q[invalid] = 0.0
 
     def check_all(self, node: Node) -> None:
-        """Decide the validity of every candidate (evaluating the node if needed)."""
-        self.evaluate(node, with_validity=True)
+        """Decide the validity of every token (evaluating the node if needed) and apply it."""
+        self.evaluate(node, "apply")
+        if node.pending:
+            self.apply_verdicts(node)
+            return
         if node.checked:
             return
+        if node.tail_mass > 0.0 and node.tail_q > 0.0:
+            self.expand_tail(node)  # the pruned tokens must be checked too
         unknown = np.flatnonzero(node.validity == UNCHECKED)
         if unknown.size:
             start = time.perf_counter()
@@ -311,59 +423,68 @@ class PrefixTree:
             self.counters.constraint_seconds += time.perf_counter() - start
             self.counters.constraint_checks += int(unknown.size)
             self._set_validity(node, unknown, verdicts)
+        node.tail_q = 0.0
         node.checked = True
         self._compact(node)
         self._recompute_q(node)
 
-    def check_top_p(self, node: Node, p: float, chunk: int = 16) -> None:
-        """Check candidates from most to least probable until the known-valid mass over
-        valid + unchecked mass reaches `p` (paper RQ3); the rest count as invalid."""
+    def check_top_p(self, node: Node, p: float) -> None:
+        """The paper's RQ3 rule: check tokens from the most to the least probable; after
+        each one, once the known-valid mass is at least `p` of the known-valid + unchecked
+        mass (the pruned tail counts as unchecked), every unchecked token counts as
+        invalid.  p = 1 checks every token (`check_all`)."""
         if p >= 1.0:
             self.check_all(node)
             return
         self.evaluate(node)
         if node.checked:
             return
-        unchecked = np.flatnonzero(node.validity == UNCHECKED)
-        order = unchecked[np.argsort(-node.probs[unchecked], kind="stable")]  # most probable first
-        valid_mass = float(node.probs[node.validity == VALID].sum())
-        unchecked_mass = float(node.probs[order].sum())
-        position = 0
+        valid_mass = math.fsum(node.probs[node.validity == VALID])
+        checked_until = 0  # candidates before this index were looked at
         start = time.perf_counter()
-        while position < order.size:
-            total = valid_mass + unchecked_mass
-            if total <= 0.0 or valid_mass / total >= p:
+        while True:
+            unchecked = np.flatnonzero(node.validity[checked_until:] == UNCHECKED) + checked_until
+            order = unchecked[np.argsort(-node.probs[unchecked], kind="stable")]  # most probable first
+            unchecked_mass = math.fsum(node.probs[order]) + node.tail_mass * node.tail_q
+            position = 0
+            while position < order.size and valid_mass < p * (valid_mass + unchecked_mass):
+                # a chunk is checked in one constraint call; its verdicts are applied one
+                # token at a time, up to the token after which the rule stops
+                batch = order[position : position + TOP_P_CHUNK]
+                verdicts = np.asarray(self.constraint.allowed(node.state, node.candidates[batch]), dtype=bool)
+                masses = node.probs[batch]
+                valid_after = valid_mass + np.cumsum(np.where(verdicts, masses, 0.0))
+                unchecked_after = unchecked_mass - np.cumsum(masses)
+                reached = np.flatnonzero(valid_after >= p * (valid_after + unchecked_after))
+                used = int(reached[0]) + 1 if reached.size else batch.size
+                self.counters.constraint_checks += used
+                self._set_validity(node, batch[:used], verdicts[:used])
+                valid_mass = float(valid_after[used - 1])
+                unchecked_mass = float(unchecked_after[used - 1])
+                position += used
+            if position < order.size or node.tail_mass * node.tail_q <= 0.0 or valid_mass >= p * (valid_mass + unchecked_mass):
                 break
-            batch = order[position : position + chunk]
-            verdicts = np.asarray(self.constraint.allowed(node.state, node.candidates[batch]), dtype=bool)
-            self.counters.constraint_checks += int(batch.size)
-            self._set_validity(node, batch, verdicts)
-            batch_mass = node.probs[batch]
-            valid_mass += float(batch_mass[verdicts].sum())
-            unchecked_mass -= float(batch_mass.sum())
-            position += batch.size
+            # every candidate checked and the rule still wants more: the pruned tail
+            checked_until = node.candidates.size
+            self.expand_tail(node)
         self.counters.constraint_seconds += time.perf_counter() - start
-        rest = order[position:]
+        rest = np.flatnonzero(node.validity == UNCHECKED)
         if rest.size:
             node.validity[rest] = INVALID
             node.child_q[rest] = 0.0
+        node.tail_q = 0.0
+        node.tail_invalid = True
         node.checked = True
         self._compact(node)
         self._recompute_q(node)
-
-    def check_one(self, node: Node, index: int) -> bool:
-        """Validity of one candidate (lazy samplers); creates the child when valid."""
-        verdict = node.validity[index]
-        if verdict != UNCHECKED:
-            return verdict == VALID
-        return self.child(node, index) is not None
 
     # -- children -----------------------------------------------------------------
     def child(self, node: Node, index: int, require_valid: bool = True) -> Node | None:
         """The child for candidate `index`, created on first use.
 
-        With `require_valid`, an invalid token returns None (and is recorded); without
-        it (unconstrained sampling) an invalid child is created with `valid=False`.
+        With `require_valid`, an invalid token returns None and is recorded (its Q is 0,
+        pushed into the node but not further: call `propagate`); without it
+        (unconstrained sampling) an invalid child is created with `valid=False`.
         """
         existing = node.children.get(index)
         if existing is not None:
@@ -379,9 +500,9 @@ class PrefixTree:
                 self.counters.constraint_checks += 1
             valid = state is not None
             node.validity[index] = VALID if valid else INVALID
-            if not valid:
-                node.child_q[index] = 0.0
-                self._recompute_q(node)
+        if not valid and node.child_q[index] != 0.0:
+            node.child_q[index] = 0.0
+            self._recompute_q(node)
         if not valid and require_valid:
             return None
         child = Node(node, token, index, state, valid)
@@ -403,7 +524,8 @@ class PrefixTree:
             node.q = 0.0
         elif node.evaluated:
             # einsum, not BLAS dot: BLAS threads fight the model's threads for the cores
-            node.q = float(np.einsum("i,i->", node.probs, node.child_q)) if node.probs.size else 0.0
+            inside = float(np.einsum("i,i->", node.probs, node.child_q)) if node.probs.size else 0.0
+            node.q = inside + node.tail_mass * node.tail_q
         else:
             node.q = 1.0
 
@@ -428,16 +550,6 @@ class PrefixTree:
             child = parent
         return changes
 
-    def record_invalid(self, node: Node, index: int) -> list[QChange]:
-        """Mark candidate `index` of `node` invalid and propagate (rejection samplers)."""
-        node.validity[index] = INVALID
-        node.child_q[index] = 0.0
-        q_before = node.q
-        self._recompute_q(node)
-        if node.q == q_before:
-            return []
-        return self.propagate(node)
-
     # -- sampling helpers -------------------------------------------------------------
     def weights(self, node: Node, use_q: bool = True) -> np.ndarray:
         """Unnormalised next-token weights: P(u|x)·Q[x+u] (or P(u|x)·valid(u))."""
@@ -445,18 +557,27 @@ class PrefixTree:
             return node.probs * node.child_q
         return node.probs * (node.validity == VALID)
 
-    def draw(self, weights: np.ndarray, rng: np.random.Generator) -> int | None:
-        """Candidate index drawn in proportion to `weights` (argmax when greedy)."""
-        if weights.size == 0:
-            return None
+    def tail_weight(self, node: Node, use_q: bool = True) -> float:
+        """The tail bucket's weight beside `weights(node, use_q)`."""
+        return node.tail_mass * node.tail_q if use_q else 0.0
+
+    def draw(self, weights: np.ndarray, rng: np.random.Generator, tail: float = 0.0) -> int | None:
+        """Candidate index drawn in proportion to `weights` (argmax when greedy), `TAIL`
+        when the tail bucket of weight `tail` was drawn, None when every weight is 0."""
         if self.greedy:
-            index = int(np.argmax(weights))
-            return index if weights[index] > 0.0 else None
+            if weights.size:
+                index = int(np.argmax(weights))
+                if weights[index] > 0.0:
+                    return index
+            return TAIL if tail > 0.0 else None
+        total = float(weights.sum()) if weights.size else 0.0
+        if tail > 0.0 and rng.random() * (total + tail) >= total:
+            return TAIL
+        if not total > 0.0:
+            return None
         if weights.size > DRAW_BLOCK * 4:  # two levels: pick a block, then a token in it
             block_sums = np.add.reduceat(weights, np.arange(0, weights.size, DRAW_BLOCK))
             block_cumulative = np.cumsum(block_sums)
-            if not block_cumulative[-1] > 0.0:
-                return None
             target = rng.random() * block_cumulative[-1]
             block = min(int(np.searchsorted(block_cumulative, target, side="right")), block_sums.size - 1)
             while block_sums[block] <= 0.0:
@@ -467,9 +588,6 @@ class PrefixTree:
             local = int(np.searchsorted(inside, (target - before), side="right"))
             index = offset + min(local, inside.size - 1)
         else:
-            total = float(weights.sum())
-            if total <= 0.0:
-                return None
             cumulative = np.cumsum(weights)
             index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
             index = min(index, weights.size - 1)
@@ -478,33 +596,55 @@ class PrefixTree:
             index = int(nonzero[min(np.searchsorted(nonzero, index), nonzero.size - 1)])
         return index
 
-    def sample_of(self, node: Node) -> Sample:
+    def draw_from_tail(self, node: Node, rng: np.random.Generator, use_q: bool = True) -> int | None:
+        """Expand the tail and draw one of its tokens in proportion to P(u|x)·Q[x+u]
+        (or P(u|x) without `use_q`)."""
+        new = self.expand_tail(node)
+        if not new.size:
+            return None
+        weights = node.probs[new] * node.child_q[new] if use_q else node.probs[new]
+        local = self.draw(weights, rng)
+        return None if local is None else int(new[local])
+
+    def sample_of(self, node: Node, complete: bool | None = None) -> Sample:
+        """The sample for `node`'s path; `complete` defaults to whether it ended (EOS or a
+        stop rule); pass False for a path cut short by the time budget."""
         tokens = node.path()
         return Sample(
             token_ids=tokens,
             text=self.vocab.decode(t for t in tokens if t not in self.vocab.eos_ids),
             logprob=node.logprob,
-            complete=node.terminal,
+            complete=node.terminal if complete is None else complete,
             valid=node.valid,
         )
-    def partial_sample(self, node: Node) -> Sample:
-        """A sample for a path that did not end (cut by max_new_tokens or the budget)."""
-        sample = self.sample_of(node)
-        sample.complete = False
-        return sample
 
-    def result(self, samples: list[Sample], counters: Counters, status: str, message: str = "", failures: int = 0, prompt_info=None) -> DecodeResult:
+    def no_valid_message(self) -> str:
+        """Why Q[root] is 0: nothing valid, or nothing valid the model allows."""
+        return ZERO_PROBABILITY if self.zero_probability_valid else NO_VALID_COMPLETION
+
+    def result(
+        self,
+        samples: list[Sample],
+        counters: Counters,
+        status: str,
+        message: str = "",
+        failures: int = 0,
+        prompt_info=None,
+        timed_out: bool = False,
+    ) -> DecodeResult:
         """The decode's result; `prompt_info` defaults to this tree's (a decode that built
         several trees passes the first one's)."""
         info = prompt_info if prompt_info is not None else self.prompt_info
+        if status == "no_valid_completion" and (not message or message == NO_VALID_COMPLETION):
+            message = self.no_valid_message()
         return DecodeResult(
             samples=samples,
             counters=counters,
             status=status,
             message=message,
-            prompt_truncated=getattr(info, "truncated", 0),
             prompt_reused=getattr(info, "reused", 0),
             failures=failures,
+            timed_out=timed_out,
         )
 
 
@@ -516,6 +656,3 @@ def finish_status(samples: Sequence[Sample], failures: int, root_q: float) -> st
     if failures:
         return "failed"
     return "ok"
-
-
-Factory = Callable[[], PrefixTree]

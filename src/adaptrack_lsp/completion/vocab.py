@@ -101,13 +101,6 @@ class Vocabulary:
         vocab.names = list(tokens)
         return vocab
 
-    @classmethod
-    def from_tokenizer(cls, tokenizer, logits_size: int | None = None, extra_eos_ids: Iterable[int] = ()):
-        """Exact bytes for every id of a Hugging Face tokenizer (see `tokenizer_bytes`)."""
-        from adaptrack_lsp.completion.tokenizer_bytes import vocabulary_from_tokenizer
-
-        return vocabulary_from_tokenizer(tokenizer, logits_size=logits_size, extra_eos_ids=extra_eos_ids)
-
     # -- queries ------------------------------------------------------------------
     def __len__(self) -> int:
         return self.size
@@ -116,9 +109,6 @@ class Vocabulary:
     def num_defined(self) -> int:
         """Ids the tokenizer defines (ids in [num_defined, size) are padding)."""
         return len(self.token_bytes)
-
-    def is_eos(self, token_id: int) -> bool:
-        return token_id in self.eos_ids
 
     def is_special(self, token_id: int) -> bool:
         return token_id in self.special_ids or token_id >= len(self.token_bytes)

@@ -1,15 +1,16 @@
 """The API monitor: every attribute chain on an imported module names a real member.
 
-`ApiMonitor` is a text-level `Constrainer`.  It learns root aliases from the document's
-imports (tree-sitter-python; syntax errors tolerated, relative imports ignored), lexes the
-generated Python character by character (strings, comments and f-strings never trigger
+`ApiMonitor` is a text-level `Constrainer`.  It takes root aliases from the document's
+imports (`constrainers/imports.py`), lexes the generated Python character by character (strings, comments and f-strings never trigger
 it) and constrains each attribute chain whose root resolves: every name after ``.`` must
 be a member of the path so far (`APIIndex.members`), and a chain may end only on a
 complete member name.  Unknown roots and paths (``members() is None``, or an index that
 raises) are unconstrained.
 
 States are small immutable tuples (see the ``_CODE``... mode constants).  `token_mask`
-is the fast full-vocabulary mask used by `constrainers.token_index.TokenIndex`.
+is the fast full-vocabulary mask used by `constrainers.token_index.TokenIndex`; its
+tables live in `_ApiMasks`, which reads the lexer states of this module.  In-memory
+indexes from dotted names are in `constrainers/static_index.py`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,10 @@ import numpy as np
 
 from adaptrack_lsp.constrainers.api_index import APIIndex, Member
 from adaptrack_lsp.constrainers.base import Constrainer
+from adaptrack_lsp.constrainers.imports import learn_roots
+from adaptrack_lsp.constrainers.static_index import StaticIndex
+
+__all__ = ["ApiMonitor", "ConstraintContext", "FRESH_CODE", "StaticIndex", "learn_roots", "safe_lex_start"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from adaptrack_lsp.constrainers.token_index import TokenIndex
@@ -70,143 +75,6 @@ class ConstraintContext:
 
     document: str = ""
     prefix: str = ""
-
-
-class StaticIndex(APIIndex):
-    """An in-memory `APIIndex` from dotted names (``"numpy.linalg.norm"``).
-
-    Every prefix of a name is a path with members; a path nobody names a member of is
-    unknown (None) unless it is itself a listed name (then it has no members: ``{}``).
-    """
-
-    def __init__(self, names: Iterable[str], source: str = "static names"):
-        self.source = source
-        self._members: dict[tuple[str, ...], dict[str, Member]] = {}
-        self._leaves: set[tuple[str, ...]] = set()
-        for dotted in names:
-            parts = tuple(p for p in dotted.strip().split(".") if p)
-            if not parts:
-                continue
-            self._leaves.add(parts)
-            for depth in range(1, len(parts)):
-                self._members.setdefault(parts[:depth], {})[parts[depth]] = Member(
-                    parts[depth], "name", True
-                )
-        self.lookups = 0
-
-    def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
-        self.lookups += 1
-        found = self._members.get(tuple(path))
-        if found is not None:
-            return found
-        return {} if tuple(path) in self._leaves else None
-
-
-# -- imports -------------------------------------------------------------------------------
-_PARSER = None
-_IMPORT_QUERY = None
-#: the lines that can belong to an import statement (its continuation lines included)
-_IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
-_ROOTS_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
-_ROOTS_CACHE_SIZE = 16
-
-
-def _parser():
-    global _PARSER, _IMPORT_QUERY
-    if _PARSER is None:
-        import tree_sitter_python
-        from tree_sitter import Language, Parser, Query
-
-        language = Language(tree_sitter_python.language())
-        _IMPORT_QUERY = Query(language, "[(import_statement) (import_from_statement)] @import")
-        _PARSER = Parser(language)
-    return _PARSER
-
-
-def _import_statements(tree) -> list:
-    """Every import statement of a parse tree (any depth), in source order."""
-    from tree_sitter import QueryCursor
-
-    captures = QueryCursor(_IMPORT_QUERY).captures(tree.root_node)
-    return sorted(captures.get("import", []), key=lambda node: node.start_byte)
-
-
-def _dotted(node) -> tuple[str, ...]:
-    return tuple(
-        child.text.decode("utf-8", "replace")
-        for child in node.children
-        if child.type == "identifier"
-    )
-
-
-def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
-    """Alias -> module path bound by the document's imports.
-
-    ``import a.b as c`` binds c -> (a, b); ``import a.b`` binds a -> (a,); ``from a
-    import b [as c]`` binds b (or c) -> (a, b).  Relative and wildcard imports are
-    ignored; syntax errors are tolerated (tree-sitter recovers).  Later imports win.
-    """
-    if not document:
-        return {}
-    # Typing rarely touches the imports: the parse is redone only when the lines that
-    # can hold an import (or the string delimiters that decide what is code) change.
-    key = (
-        tuple(match.group(0) for match in _IMPORT_LINE.finditer(document)),
-        document.count('"""'),
-        document.count("'''"),
-    )
-    cached = _ROOTS_CACHE.get(key)
-    if cached is None:
-        cached = _learn_roots_uncached(document)
-        if len(_ROOTS_CACHE) >= _ROOTS_CACHE_SIZE:
-            _ROOTS_CACHE.pop(next(iter(_ROOTS_CACHE)))
-        _ROOTS_CACHE[key] = cached
-    return dict(cached)
-
-
-def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
-    roots: dict[str, tuple[str, ...]] = {}
-    tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
-    for node in _import_statements(tree):
-        if node.type == "import_statement":
-            for child in node.children_by_field_name("name"):
-                if child.type == "aliased_import":
-                    name, alias = (
-                        child.child_by_field_name("name"),
-                        child.child_by_field_name("alias"),
-                    )
-                    if name is not None and alias is not None:
-                        path = _dotted(name)
-                        if path:
-                            roots[alias.text.decode("utf-8", "replace")] = path
-                elif child.type == "dotted_name":
-                    path = _dotted(child)
-                    if path:
-                        roots[path[0]] = path[:1]
-            continue
-        if node.type == "import_from_statement":
-            module = node.child_by_field_name("module_name")
-            if module is None or module.type != "dotted_name":
-                continue  # relative import (or broken statement)
-            base = _dotted(module)
-            if not base:
-                continue
-            for child in node.children_by_field_name("name"):
-                if child.type == "aliased_import":
-                    name, alias = (
-                        child.child_by_field_name("name"),
-                        child.child_by_field_name("alias"),
-                    )
-                    if name is not None and alias is not None and _dotted(name):
-                        roots[alias.text.decode("utf-8", "replace")] = base + _dotted(
-                            name
-                        )
-                elif child.type == "dotted_name":
-                    parts = _dotted(child)
-                    if len(parts) == 1:
-                        roots[parts[0]] = base + parts
-    # statements come in source order, so later imports overwrite earlier ones
-    return {alias: path for alias, path in roots.items() if alias.isidentifier()}
 
 
 # -- prompt scanning -----------------------------------------------------------------------
@@ -308,6 +176,7 @@ class ApiMonitor(Constrainer):
             None if roots is None else {k: tuple(v) for k, v in roots.items()}
         )
         self._roots_from_document: str | None = None
+        self._roots_version = 0
         self._paths: dict[tuple[str, ...], _PathInfo] = {}
         self.lookup_errors = 0
 
@@ -315,6 +184,11 @@ class ApiMonitor(Constrainer):
     @property
     def roots(self) -> dict[str, tuple[str, ...]]:
         return dict(self._roots or {})
+
+    @property
+    def roots_version(self) -> int:
+        """Changes whenever the roots are (re)learned (mask caches key on it)."""
+        return self._roots_version
 
     def _learn(self, document: str) -> None:
         if self._roots is not None and self._roots_from_document is None:
@@ -327,6 +201,7 @@ class ApiMonitor(Constrainer):
                 "this ApiMonitor already serves a document with other imports; create a new one"
             )
         self._roots = roots
+        self._roots_version += 1
         self._roots_from_document = document
 
     def path_info(self, path: tuple[str, ...]) -> _PathInfo:
@@ -573,8 +448,8 @@ class _ApiMasks:
         self.index = index
         self.tables = index.tables
         tables = self.tables
-        self.roots_seen = monitor._roots
-        roots = monitor._roots or {}
+        self.roots_seen = monitor.roots_version
+        roots = monitor.roots
         self.roots = roots
         # tokens that may contain an alias root followed by "." (exact checks needed)
         alias_word_ids = [tables.dot_word_ids.get(alias) for alias in roots]
@@ -603,7 +478,7 @@ class _ApiMasks:
         if (
             masks is None
             or masks.monitor is not monitor
-            or masks.roots_seen is not monitor._roots
+            or masks.roots_seen != monitor.roots_version
         ):
             masks = index.plan_cache[id(monitor)] = cls(monitor, index)
         return masks

@@ -26,6 +26,8 @@ class APIIndex(ABC):
 
     #: human-readable origin, e.g. "numpy 2.4.6" or "snapshot tensorflow 2.21.0"
     source: str = ""
+    #: why this index cannot constrain ("" when it can); then every path is unknown
+    problem: str = ""
 
     @abstractmethod
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
@@ -34,6 +36,23 @@ class APIIndex(ABC):
     def packages(self) -> dict[str, str]:
         """Top-level package -> version for the packages this index has answered about."""
         return {}
+
+    def ready(self, path: tuple[str, ...]) -> bool:
+        """Whether `members(path)` answers now, without waiting (indexes that compute
+        answers in the background say False while `path` is being computed)."""
+        return True
+
+    def prefetch(self, path: tuple[str, ...]) -> None:  # noqa: B027 - an optional hook
+        """Start computing `path` in the background (no-op where answers are immediate)."""
+
+    def wait_ready(self, paths, timeout_s: float) -> bool:
+        """Wait until every path of `paths` is `ready` (at most `timeout_s`)."""
+        return True
+
+    def work_seconds(self) -> float:
+        """Seconds this index has spent computing answers in the background (0 where
+        answers are immediate)."""
+        return 0.0
 
     def has_root(self, module: str) -> bool:
         """Whether top-level `module` can be resolved (unresolvable roots are unconstrained)."""

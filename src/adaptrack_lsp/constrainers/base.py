@@ -42,6 +42,17 @@ class Constrainer(ABC):
     def is_complete(self, state: State) -> bool:
         """May the generated text end here?"""
 
+    # -- optional hooks (defaults: no shortcut) ------------------------------------------
+    def is_free(self, state: State) -> bool:
+        """True when every text is allowed from `state` on (masks skip the trie walk)."""
+        return False
+
+    def token_mask(self, state: State, index) -> np.ndarray | None:
+        """bool[vocab.size] for `state` computed from the constrainer's own structure
+        (`index` is the `TokenIndex` asking, with its vocabulary tables), or None to let
+        the index walk the vocabulary trie."""
+        return None
+
 
 class TokenConstraint(ABC):
     """A prefix-closed constraint on token-id sequences."""

@@ -48,10 +48,7 @@ class AllOf(Constrainer):
         return all(part.is_complete(s) for part, s in zip(self.parts, state))
 
     def is_free(self, state: State) -> bool:
-        return all(
-            getattr(part, "is_free", None) is not None and part.is_free(s)
-            for part, s in zip(self.parts, state)
-        )
+        return all(part.is_free(s) for part, s in zip(self.parts, state))
 
 
 class ForcedPrefix(Constrainer):

@@ -22,8 +22,12 @@ Where the answer comes from, per path (``("numpy", "linalg")``):
 
 Every lookup runs on one background thread; a caller waits at most ``timeout_s`` and
 gets ``None`` (unknown = unconstrained) when the answer is not ready, while the lookup
-finishes in the background and fills the cache.  Answers are cached in memory and on
-disk (user cache dir), per environment (interpreter path + version) and package version.
+finishes in the background and fills the cache (`ready` and `prefetch` let a caller
+never wait).  Answers are cached in memory and on disk (`index_cache`: per interpreter
+path + Python version, package name + version, and the module files' size and mtime),
+so a new process answers from disk without starting jedi.  The interpreter is asked
+for its version and ``sys.path`` once, with a time limit; one that does not answer
+makes the index unconstrained with a `problem` saying why.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import hashlib
-import json
 import logging
 import os
 import queue
@@ -45,12 +48,21 @@ from typing import Any
 
 from adaptrack_lsp.config import cache_root as default_cache_dir
 from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.constrainers.index_cache import (
+    PROBE_TIMEOUT_S,
+    EnvironmentFacts,
+    EnvironmentProbeError,
+    IndexCache,
+    distribution_version,
+    module_location,
+    module_stamps,
+    probe_environment,
+    stamps_match,
+)
 from adaptrack_lsp.constrainers.introspect_worker import function_node_only_raises
 
 log = logging.getLogger(__name__)
 
-#: bump when the filtering rules change, so old on-disk caches are not reused
-CACHE_FORMAT = 1
 #: seconds before a path whose lookup failed (timeout, crash) is tried again
 RETRY_FAILED_AFTER_S = 30.0
 
@@ -285,6 +297,11 @@ class JediIndex(APIIndex):
         self._disk: dict[str, dict] = {}  # root -> {"file": Path|None, "paths": {...}}
         self._jobs: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
+        self.probe_timeout_s = PROBE_TIMEOUT_S
+        #: seconds the background thread spent on lookups (probe, disk, jedi, runtime)
+        self.busy_seconds = 0.0
+        self._facts: EnvironmentFacts | None = None
+        self._disk_cache = IndexCache(self.cache_dir) if self.cache_dir is not None else None
 
     # ------------------------------------------------------------------ public API
 
@@ -344,6 +361,51 @@ class JediIndex(APIIndex):
             if path not in self._memory:
                 self._submit_locked(path)
 
+    def ready(self, path: tuple[str, ...]) -> bool:
+        """Whether `members(path)` answers now, without waiting for a lookup."""
+        path = tuple(path)
+        if self.problem or not path or not all(isinstance(p, str) and p.isidentifier() for p in path):
+            return True
+        with self._lock:
+            if path in self._memory:
+                return True
+            failed_at = self._failed_at.get(path)
+            if path not in self._pending and failed_at is not None and time.monotonic() - failed_at < RETRY_FAILED_AFTER_S:
+                return True
+        return self._answer_from_disk(path)
+
+    def _answer_from_disk(self, path: tuple[str, ...]) -> bool:
+        """Move `path`'s answer from the loaded disk cache of its package into memory
+        (a few file stats, no lookup); False when the disk cache has no valid answer."""
+        entry = self._disk.get(path[0])
+        cached = entry["paths"].get(".".join(path)) if entry is not None else None
+        if cached is None or not stamps_match(cached.get("files")):
+            return False
+        raw = cached.get("members")
+        members = {n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None
+        with self._lock:
+            self._memory.setdefault(path, members)
+        return True
+
+    def work_seconds(self) -> float:
+        return self.busy_seconds
+
+    def wait_ready(self, paths: Iterable[tuple[str, ...]], timeout_s: float) -> bool:
+        """Look `paths` up (in the background) and wait until all are answered or
+        `timeout_s` passed; True when all are."""
+        deadline = time.monotonic() + timeout_s
+        for path in paths:
+            path = tuple(path)
+            self.prefetch(path)
+            with self._lock:
+                future = self._pending.get(path)
+            if future is not None:
+                try:
+                    future.result(timeout=max(0.0, deadline - time.monotonic()))
+                except concurrent.futures.TimeoutError:
+                    return False
+        return all(self.ready(tuple(path)) for path in paths)
+
     def close(self) -> None:
         """Stop the background thread and the introspection worker."""
         self._jobs.put(None)
@@ -373,12 +435,14 @@ class JediIndex(APIIndex):
             if job is None:
                 return
             path, future = job
+            started = time.perf_counter()
             try:
                 members, definitive = self._lookup(path)
             except Exception as error:  # jedi raising on odd code is "unknown"
                 log.warning("API index: %s: %s: %s", ".".join(path), type(error).__name__, error)
                 members, definitive = None, False
             with self._lock:
+                self.busy_seconds += time.perf_counter() - started
                 self._pending.pop(path, None)
                 if definitive:
                     self._memory[path] = members
@@ -450,15 +514,36 @@ class JediIndex(APIIndex):
     def _root_version(self, root: str, root_file: str | None) -> str | None:
         """Version of the distribution providing `root`; the Python version for the
         standard library; None for anything else (not cached on disk)."""
-        version = self._distribution_versions().get(root)
+        if self._facts is not None and root in self._facts.builtin_modules:
+            return f"{self._python_version} (stdlib)"
+        version = distribution_version(root, root_file)
         if version:
             return version
+        if root_file and ("site-packages" in root_file or "dist-packages" in root_file):
+            version = self._distribution_versions().get(root)  # other layouts (egg-info, ...)
+            if version:
+                return version
         if root_file and "site-packages" not in root_file and "dist-packages" not in root_file:
             if any(root_file.startswith(p) for p in self._sys_path) or root_file.endswith(".pyi"):
                 return f"{self._python_version} (stdlib)"
         return None
 
     # ------------------------------------------------------------------ disk cache
+
+    def _ensure_facts(self) -> bool:
+        """Ask the interpreter for its version and sys.path (once, time-limited); False
+        (and `problem` set) when it does not answer."""
+        if self._facts is None and not self.problem:
+            try:
+                facts = probe_environment(self.python, self.probe_timeout_s)
+            except EnvironmentProbeError as error:
+                self.problem = str(error)
+                log.warning("API index: %s; completions are not API-constrained", self.problem)
+                return False
+            self._python_version = facts.version
+            self._sys_path = list(facts.sys_path)
+            self._facts = facts
+        return self._facts is not None
 
     def _disk_entry(self, root: str, root_file: str | None) -> dict:
         entry = self._disk.get(root)
@@ -467,57 +552,41 @@ class JediIndex(APIIndex):
         version = self._root_version(root, root_file)
         file = None
         paths: dict = {}
-        if version is not None and self.cache_dir is not None:
-            safe_version = re.sub(r"[^A-Za-z0-9.+-]", "_", version)
+        if version is not None and self._disk_cache is not None and self._facts is not None:
             mode = "runtime" if self.runtime_introspection else "static"
-            file = self.cache_dir / self._environment_key / f"{root}-{safe_version}.{mode}.v{CACHE_FORMAT}.json"
-            try:
-                data = json.loads(file.read_text(encoding="utf-8"))
-                if data.get("format") == CACHE_FORMAT and data.get("version") == version:
-                    paths = data.get("paths", {})
-            except (OSError, ValueError):
-                pass
+            file = self._disk_cache.file(self._facts, root, version, mode)
+            paths = self._disk_cache.load(file, root, version)
         entry = {"file": file, "paths": paths, "version": version}
         self._disk[root] = entry
         with self._lock:
             self._root_versions[root] = version or "unknown"
         return entry
 
-    def _save(self, root: str, entry: dict) -> None:
+    def _save(self, root: str, entry: dict, key: str) -> None:
         file = entry["file"]
-        if file is None:
+        if file is None or self._disk_cache is None:
             return
-        data = {"format": CACHE_FORMAT, "package": root, "version": entry["version"], "python": self.python,
-                "python_version": self._python_version, "paths": entry["paths"]}
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            temporary = file.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-            os.replace(temporary, file)
-        except OSError as error:
-            log.warning("API index: cannot write cache %s: %s", file, error)
+        extra = {"python": self.python, "python_version": self._python_version}
+        self._disk_cache.store(file, root, entry["version"], {key: entry["paths"][key]}, extra)
 
     # ------------------------------------------------------------------ lookups
 
     def _lookup(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
         """(members, definitive) for `path`; runs on the background thread."""
-        self._ensure_environment()
-        import jedi
-
+        if not self._ensure_facts():
+            return None, True  # the interpreter does not answer: unconstrained, `problem` says why
         root_file = None
         if path[0] not in self._disk:
-            root_script = jedi.Script(f"import {path[0]}\n{path[0]}", environment=self._environment, project=self._project)
-            for name in root_script.infer(2, len(path[0])):
-                if name.module_path:
-                    root_file = str(name.module_path)
-                    break
+            root_file = next(iter(module_location(path[:1], self._sys_path)), None)
         entry = self._disk_entry(path[0], root_file)
         key = ".".join(path)
         cached = entry["paths"].get(key)
-        if cached is not None:
+        if cached is not None and stamps_match(cached.get("files")):
             raw = cached.get("members")
             return ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None), True
 
+        stamps = module_stamps(path, self._sys_path)  # before computing: a later edit is seen next time
+        self._ensure_environment()
         members, is_module = self._jedi_members(path)
         via = "jedi"
         if self.runtime_introspection and (not members or is_module):
@@ -534,8 +603,9 @@ class JediIndex(APIIndex):
         entry["paths"][key] = {
             "via": via,
             "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
+            "files": stamps,
         }
-        self._save(path[0], entry)
+        self._save(path[0], entry, key)
         return members, True
 
     def _jedi_members(self, path: tuple[str, ...]) -> tuple[dict[str, Member], bool]:

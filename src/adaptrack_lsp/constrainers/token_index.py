@@ -223,12 +223,6 @@ class TokenIndex(TokenConstraint):
         self.plan_cache: dict[Any, Any] = {}
 
     # -- construction helpers -------------------------------------------------------
-    def with_context(self, context: Any) -> TokenIndex:
-        """A new index for another prompt context (shares the vocabulary tables)."""
-        return TokenIndex(
-            self.constrainer, self.vocab, context=context, tables=self.tables
-        )
-
     def child(self, position: int, constrainer: Constrainer) -> TokenIndex:
         index = self._children.get(position)
         if index is None or index.constrainer is not constrainer:
@@ -308,8 +302,7 @@ class TokenIndex(TokenConstraint):
                 mask[self.tables.eos_ids] = True
                 mask[self.tables.empty_ids] = True
             return mask
-        plan = getattr(constrainer, "token_mask", None)
-        mask = plan(state, self) if plan is not None else None
+        mask = constrainer.token_mask(state, self)
         if mask is None:
             mask = self.walk_mask(state)
         else:
@@ -322,9 +315,9 @@ class TokenIndex(TokenConstraint):
         """Walk the vocabulary's character trie jointly with the constrainer."""
         constrainer = self.constrainer
         check = constrainer.check
-        is_free = getattr(constrainer, "is_free", None)
+        is_free = constrainer.is_free
         mask = np.zeros(self.vocab.size, dtype=bool)
-        if is_free is not None and is_free(state):
+        if is_free(state):
             mask[self.tables.ordinary] = True
             return mask
         found: list[int] = []
@@ -336,7 +329,7 @@ class TokenIndex(TokenConstraint):
                 if next_state is None:
                     continue
                 child_text = text + char
-                if is_free is not None and is_free(next_state):
+                if is_free(next_state):
                     mask[self.tables.ids_starting_with(child_text)] = True
                     continue
                 if child.token_ids:

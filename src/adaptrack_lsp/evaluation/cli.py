@@ -99,6 +99,10 @@ def _run_api(args) -> int:
         timeout_s=args.timeout if args.timeout and args.timeout > 0 else None,
         decoder_options=parse_decoder_options(args.option, decoders),
     )
+    from adaptrack_lsp.completion.decoders import get_decoder
+
+    for name, options in settings.decoder_options.items():
+        get_decoder(name, **options)  # a bad option stops here, naming the decoder and option
     ks = [k for k in DEFAULT_KS if k == 1 or k <= samples]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """DSL / exactness evaluation (paper §6.4): how close each decoder's samples are to P(s|c).
 
-Tasks are the engine's task files (`completion/tasks.py`: a tabular LM, a finite set of
+Tasks are the engine's task files (`evaluation/tasks.py`: a tabular LM, a finite set of
 valid sequences, and the exact P(s|c) by enumeration); the default is the paper's binary
 task (5 random bits; valid: 00000 or a leading 1; P(00000|c) = 1/17).  Per task and
 decoder, one request draws `samples` sequences in order (AdapTrack and ASAp share their
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
-from adaptrack_lsp.completion.tasks import Task, binary_task, load_task
 from adaptrack_lsp.evaluation.metrics import kl_divergence, sliding_window_kl
 from adaptrack_lsp.evaluation.runner import RESULTS_FILE, append_results, check_run_file, read_results
+from adaptrack_lsp.evaluation.tasks import Task, binary_task, load_task
 
 DEFAULT_DSL_DECODERS = ("constrained", "asap", "adaptrack")
 

@@ -103,10 +103,10 @@ def tiny_tokenizer():
 
 def simulated_provider(smoothing: float = 0.05) -> SimulatedProvider:
     """The simulated-intent provider over the tiny model's tokenizer."""
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.completion.tokenizer_bytes import vocabulary_from_tokenizer
 
     tokenizer, logits_size = tiny_tokenizer()
-    vocab = Vocabulary.from_tokenizer(tokenizer, logits_size=logits_size)
+    vocab = vocabulary_from_tokenizer(tokenizer, logits_size=logits_size)
 
     def encode(text: str) -> list[int]:
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])

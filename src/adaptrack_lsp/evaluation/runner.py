@@ -122,6 +122,11 @@ def evaluate_item(
     }
     if settings.greedy:
         record["greedy"] = _one_decode(decoder, lm, constraint, prompt_ids, settings, 0.0, settings.seed, item.oracle)
+    if decoder.exactness == "search":
+        # a deterministic search ignores temperature and seed: one decode stands for all samples
+        once = _one_decode(decoder, lm, constraint, prompt_ids, settings, 1.0, settings.seed, item.oracle) if settings.samples else None
+        record["samples"] = [dict(once) for _ in range(settings.samples)]
+        return record
     record["samples"] = [
         _one_decode(
             decoder, lm, constraint, prompt_ids, settings, 1.0, sample_seed(settings.seed, item.item_id, decoder_name, i), item.oracle

@@ -7,7 +7,11 @@ running.  What this module owns besides the conversions:
 - settings from `initializationOptions` and `workspace/didChangeConfiguration`
   (`window/showMessage` for invalid values, defaults used for them);
 - the background model load after `initialized`, reported with a server-created
-  `$/progress` ("adaptrack: loading model") and `adaptrack/status` notifications;
+  `$/progress` ("adaptrack: loading model") and `adaptrack/status` notifications; one
+  load per settings change (a configuration that keeps the model fields starts none);
+- API index work for a document's imports, started at didOpen/didChange on the index
+  thread; while members a request needs are computed it gets an empty result at once
+  (`isIncomplete: true`) and an `adaptrack/status` "indexing" notification;
 - request plumbing: model work on the service's worker thread, `$/cancelRequest`
   (the asyncio task is cancelled, decoding stops between LM calls, the client gets
   RequestCancelled) and supersession (a newer request of the same kind for the same
@@ -36,6 +40,7 @@ from pygls.protocol import LanguageServerProtocol
 
 from adaptrack_lsp import __version__
 from adaptrack_lsp.completion.service import (
+    INDEXING,
     CompletionCancelled,
     CompletionResult,
     CompletionService,
@@ -102,6 +107,7 @@ class AdaptrackServer(LanguageServer):
         self._load_lock = threading.Lock()
         self._status: tuple[str, str] | None = None
         self._not_ready_logged = False
+        self._problems_shown: set[str] = set()
 
     # -- errors never take the server down ------------------------------------------------
     def report_server_error(self, error: Exception, source) -> None:
@@ -152,6 +158,7 @@ class AdaptrackServer(LanguageServer):
         service = self.service
         if service is None:
             return
+        ticket = service.begin_load()  # before any await: a configuration arriving now sees the load
         token = None
         if _client_supports_progress(self):
             token = f"adaptrack-load-{next(self._progress_ids)}"
@@ -179,11 +186,13 @@ class AdaptrackServer(LanguageServer):
             if token is not None:
                 end = types.WorkDoneProgressEnd(message=message)
                 self.call_soon(self.work_done_progress.end, token, end)
+            if state == "superseded":
+                return  # the newer load reports
             self.send_status("ready" if state == "ready" else "error", message)
             if state != "ready":
                 self.show_message(f"adaptrack: {message}", types.MessageType.Error)
 
-        service.load_in_background(progress=progress, done=done)
+        service.load_in_background(progress=progress, done=done, ticket=ticket)
 
     # -- documents --------------------------------------------------------------------------
     def document_and_offset(self, uri: str, position: types.Position):
@@ -227,7 +236,7 @@ class AdaptrackServer(LanguageServer):
         except ServiceNotReady:
             return None
         try:
-            return await asyncio.wrap_future(future)
+            result = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             cancel.set()
             raise
@@ -236,6 +245,15 @@ class AdaptrackServer(LanguageServer):
             return None
         except ServiceNotReady:
             return None
+        problem = result.constraint.problem
+        if problem and problem not in self._problems_shown:
+            self._problems_shown.add(problem)
+            self.show_message(f"adaptrack: completions are not API-constrained: {problem}")
+        if result.status == INDEXING:
+            self.send_status("indexing", result.message)
+        elif self._status is not None and self._status[0] == "indexing":
+            self.send_status("ready", service.message)
+        return result
 
 
 def _guarded(function: Callable, *args) -> None:
@@ -281,7 +299,7 @@ def inline_items(result: CompletionResult | None, position: types.Position) -> t
 
 
 def completion_list(result: CompletionResult | None, server: AdaptrackServer, uri: str, position: types.Position):
-    if result is None:
+    if result is None or result.status == INDEXING:
         return types.CompletionList(is_incomplete=True, items=[])
     located = server.document_and_offset(uri, position)
     if located is None:
@@ -349,7 +367,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             ls.settings = settings
             if ls.service is None:
                 return
-            if ls.service.update_settings(settings) and ls.service.state != "loading":
+            if ls.service.update_settings(settings):
                 await ls.start_model_load()
             ls.report_environment()
         except Exception:
@@ -359,7 +377,17 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
     def did_open(ls: AdaptrackServer, params: types.DidOpenTextDocumentParams) -> None:
         try:
             if ls.service is not None:
-                ls.service.warm_up(params.text_document.text)
+                ls.service.warm_up(params.text_document.text, document=_unquote(params.text_document.uri))
+        except Exception:
+            logger.exception("warming up the API index failed")
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AdaptrackServer, params: types.DidChangeTextDocumentParams) -> None:
+        try:
+            uri = _unquote(params.text_document.uri)
+            document = ls.workspace.text_documents.get(uri)
+            if ls.service is not None and document is not None:
+                ls.service.warm_up(document.source, document=uri)
         except Exception:
             logger.exception("warming up the API index failed")
 

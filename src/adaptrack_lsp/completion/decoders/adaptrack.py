@@ -1,5 +1,5 @@
-"""AdapTrack (adaptrack.txt §4, Algorithm 2): exact sampling from P(s | c) by adaptive
-backtracking over the shared prefix tree.
+"""AdapTrack (adaptrack.txt §4, Algorithm 2): adaptive backtracking over the shared
+prefix tree, as published.
 
 Per sample, N[x] is the current next token at prefix x, distributed as
 P_Q(u|x) ∝ P(u|x)·Q[x+u].  Each round follows N from the root to a leaf s; a complete
@@ -7,39 +7,66 @@ leaf is returned; otherwise s is evaluated (LM + validity), N[s] is drawn, Q is 
 along the path, and at each ancestor the old N[x] is kept with probability
 P_Q'(n|x) / P_Q(n|x), else redrawn from P_Q'(.|x) without n — the backtrack.
 
+**Not exact per sample.**  The paper's proof (§5) treats the update Q -> Q' as if it
+did not depend on the prefix that was collected, but Q' is learned along the path N
+itself leads to, and the algorithm returns the first complete sequence it reaches.
+Smallest case: every conditional is a 0.4 / b 0.4 / $ 0.2, valid sequences `a $`,
+`a a $`, `b $`.  P(s|c) is 5/12, 2/12, 5/12; enumerating every random choice of
+Algorithm 2 on a fresh tree gives 17/36, 6/36, 13/36, and this implementation matches
+the enumeration (tests/unit/test_exactness.py).  With `share_estimates` the k samples of
+a request reuse Q, so later samples are closer to P(s|c); the bias vanishes only as the
+shared estimates become exact.  The `exact` decoder keeps AdapTrack's estimates and is
+exact per sample.
+
 Options: `temperature` (on each conditional; ≤ 0 = greedy: N[x] = argmax P(u|x)·Q[x+u],
-re-taken after every update), `max_backtrack_distance` (rejection only within d levels
-of the leaf, paper §7.2; dead ends still backtrack; with d = 0 and
-`share_estimates=False` this is exactly GCD), `top_p_validity` (paper RQ3),
-`share_estimates` (default on: the k samples of one request share Q, log-probabilities
-and validity; each sample draws its own N, so later samples start from what earlier
-ones learned — still exact, since any Q meeting eq. 2 keeps the sampler exact).
+re-taken after every update — deterministic, but neither the argmax of P(s|c) (see
+`map`) nor token-by-token greedy decoding), `max_backtrack_distance` (rejection only
+within d levels of the leaf, paper §7.2; dead ends still backtrack; with d = 0 and
+`share_estimates=False` this is exactly GCD), `top_p_validity` (paper RQ3; < 1 treats
+the unchecked tail as invalid: approximate), `share_estimates` (default on: the k
+samples of one request share Q, log-probabilities and validity; each sample draws its
+own N).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from adaptrack_lsp.completion.decoders.base import Decoder, DecodeRequest, DecodeResult
+from adaptrack_lsp.completion.decoders.base import (
+    Decoder,
+    DecodeRequest,
+    DecodeResult,
+    SharedOptions,
+    at_least,
+    in_unit_interval,
+    option,
+)
 from adaptrack_lsp.completion.decoders.sampling import run_samples
 from adaptrack_lsp.completion.tree import Node, PrefixTree
 
 
+@dataclass(frozen=True)
+class AdapTrackOptions(SharedOptions):
+    #: rejection only within this many levels of the leaf (None: unbounded)
+    max_backtrack_distance: int | None = option(None, "int", at_least(0), nullable=True)
+    #: check validity of the most probable tokens covering this share (paper RQ3)
+    top_p_validity: float = option(1.0, "float", in_unit_interval)
+
+
 class AdapTrackDecoder(Decoder):
     name = "adaptrack"
+    Options = AdapTrackOptions
+    exactness = "converges"
 
     def decode(self, lm, constraint, request: DecodeRequest) -> DecodeResult:
-        max_distance = self.option(request, "max_backtrack_distance", None)
-        max_distance = None if max_distance is None or max_distance < 0 else int(max_distance)
-        top_p = float(self.option(request, "top_p_validity", 1.0))
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p_validity must be in (0, 1], got {top_p}")
-        share = bool(self.option(request, "share_estimates", True))
+        options = self.options_for(request)
 
         def sample_one(tree: PrefixTree, rng: np.random.Generator) -> Node | None:
-            return backtrack_sample(tree, rng, max_distance, top_p)
+            return backtrack_sample(tree, rng, options.max_backtrack_distance, options.top_p_validity)
 
-        return run_samples(lm, constraint, request, sample_one, share_tree=share, exact=True)
+        return run_samples(lm, constraint, request, sample_one, share_tree=options.share_estimates)
 
 
 def _choose(tree: PrefixTree, node: Node, rng: np.random.Generator, exclude: int | None = None) -> int | None:

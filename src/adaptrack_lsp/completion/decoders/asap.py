@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptrack_lsp.completion.decoders.base import Decoder, DecodeRequest, DecodeResult
+from adaptrack_lsp.completion.decoders.base import Decoder, DecodeRequest, DecodeResult, SharedOptions
 from adaptrack_lsp.completion.decoders.sampling import run_samples
 from adaptrack_lsp.completion.tree import Node, PrefixTree
 
@@ -41,7 +41,9 @@ def asap_sample(tree: PrefixTree, rng: np.random.Generator) -> Node | None:
 
 class ASApDecoder(Decoder):
     name = "asap"
+    Options = SharedOptions
+    exactness = "converges"
 
     def decode(self, lm, constraint, request: DecodeRequest) -> DecodeResult:
-        share = bool(self.option(request, "share_estimates", True))
-        return run_samples(lm, constraint, request, asap_sample, share_tree=share, exact=False)
+        options = self.options_for(request)
+        return run_samples(lm, constraint, request, asap_sample, share_tree=options.share_estimates)

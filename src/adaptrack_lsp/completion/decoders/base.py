@@ -1,121 +1,132 @@
-"""The decoder interface: `decode(lm, constraint, request) -> DecodeResult`.
+"""The decoder interface and typed decoder options.
 
-Every decoder runs on the shared prefix tree (`completion/tree.py`); none calls the
-model directly or keeps its own copy of the sampling mechanics.
+`Decoder.decode(lm, constraint, request) -> DecodeResult`.  Every decoder runs on the
+shared prefix tree (`completion/tree.py`); none calls the model directly or keeps its
+own copy of the sampling mechanics.  Each decoder declares its options as a frozen
+dataclass (`DecoderOptions`); values from settings, the command line or a request are
+checked against it, and a bad one raises `OptionError` naming the decoder and option.
 """
 
 from __future__ import annotations
 
-import time
+import dataclasses
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from adaptrack_lsp.completion.decoding import (  # noqa: F401  (re-exported)
+    Counters,
+    DecodeCancelled,
+    DecodeRequest,
+    DecodeResult,
+    Sample,
+    Stopwatch,
+)
 
 
-class DecodeCancelled(Exception):
-    """The request was cancelled (raised between LM calls)."""
+class OptionError(ValueError):
+    """A decoder option has an unknown name or a bad value (the message names it)."""
 
 
-@dataclass
-class Counters:
-    """What one decode cost."""
-
-    lm_calls: int = 0  # distinct node evaluations
-    tokens_fed: int = 0  # tokens pushed through the model, prompt included
-    prompt_tokens_fed: int = 0  # the part of tokens_fed that was prompt (not reused from a cache)
-    constraint_checks: int = 0  # token validity decisions
-    backtracks: int = 0  # AdapTrack rejections / sampler restarts
-    lm_seconds: float = 0.0
-    constraint_seconds: float = 0.0
-    other_seconds: float = 0.0
-    wall_seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
 
 
-@dataclass
-class DecodeRequest:
-    """One decoding job after the prompt has been tokenized."""
-
-    prompt_ids: Sequence[int]
-    num_samples: int = 1
-    #: temperature applied to each conditional; <= 0 means greedy (deterministic)
-    temperature: float = 1.0
-    max_new_tokens: int = 64
-    #: wall-clock budget in seconds (None: unbounded); exceeding it gives a partial result
-    timeout_s: float | None = None
-    seed: int | None = None
-    #: generated text -> True when the sequence must end here (e.g. end of line)
-    stop: Callable[[str], bool] | None = None
-    #: polled between LM calls; True raises DecodeCancelled
-    cancelled: Callable[[], bool] | None = None
-    #: decoder options: max_backtrack_distance, top_p_validity, share_estimates,
-    #: beam_width, node_budget, ...
-    options: dict[str, Any] = field(default_factory=dict)
-    #: the model's prompt cache slot (e.g. the document URI), for backends that keep
-    #: one per key (`set_prompt(..., cache_key=...)`); ignored by the others
-    cache_key: str | None = None
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(f"expected a finite number, got {value!r}")
+    return float(value)
 
 
-@dataclass
-class Sample:
-    token_ids: list[int]
-    text: str
-    #: log P(s) under the model at temperature 1 (sum of token log-probabilities)
-    logprob: float
-    #: ended by EOS or a stop rule (False: cut by max_new_tokens or the time budget)
-    complete: bool
-    #: every token was checked valid by the constraint
-    valid: bool
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value
 
 
-@dataclass
-class DecodeResult:
-    samples: list[Sample]
-    counters: Counters
-    #: "ok"; "no_valid_completion" (Q[root] = 0); "partial" (max_new_tokens or time
-    #: budget hit: some samples are incomplete); "failed" (some samples could not be
-    #: produced, e.g. an unconstrained/greedy path hit an invalid token)
-    status: str = "ok"
-    message: str = ""
-    prompt_truncated: int = 0
-    #: prompt tokens whose model state was reused from an earlier request
-    prompt_reused: int = 0
-    failures: int = 0
+_KINDS: dict[str, Callable[[Any], Any]] = {"int": _integer, "float": _number, "bool": _boolean}
 
-    @property
-    def partial(self) -> bool:
-        return self.status == "partial"
+
+def option(default: Any, kind: str, check: Callable[[Any], str | None] | None = None, nullable: bool = False) -> Any:
+    """A dataclass field of a `DecoderOptions`: its kind ("int", "float", "bool"),
+    whether null is allowed, and a check returning a reason when a value is out of range."""
+    return field(default=default, metadata={"kind": kind, "check": check, "nullable": nullable})
+
+
+def at_least(low: int) -> Callable[[Any], str | None]:
+    return lambda value: None if value >= low else f"must be at least {low}"
+
+
+def in_unit_interval(value: float) -> str | None:
+    return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
+
+
+@dataclass(frozen=True)
+class DecoderOptions:
+    """Options of a decoder; subclasses add fields made with `option(...)`."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], decoder: str, base: DecoderOptions | None = None):
+        """Options from `raw` laid over `base` (or the defaults); raises `OptionError`."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        changes: dict[str, Any] = {}
+        for name, value in raw.items():
+            where = f"decoder {decoder}, option {name!r}"
+            spec = fields.get(name)
+            if spec is None:
+                known = ", ".join(fields) or "none"
+                raise OptionError(f"{where}: unknown option (options of {decoder}: {known})")
+            if value is None:
+                if not spec.metadata["nullable"]:
+                    raise OptionError(f"{where}: must not be null")
+                changes[name] = None
+                continue
+            try:
+                checked = _KINDS[spec.metadata["kind"]](value)
+            except TypeError as error:
+                nullable = " or null" if spec.metadata["nullable"] else ""
+                raise OptionError(f"{where}: {error}{nullable}") from None
+            reason = spec.metadata["check"](checked) if spec.metadata["check"] else None
+            if reason:
+                raise OptionError(f"{where}: {value!r} {reason}")
+            changes[name] = checked
+        return dataclasses.replace(base if base is not None else cls(), **changes)
+
+
+@dataclass(frozen=True)
+class NoOptions(DecoderOptions):
+    pass
+
+
+@dataclass(frozen=True)
+class SharedOptions(DecoderOptions):
+    #: the k samples of one request share one prefix tree (log-probabilities, validity, Q)
+    share_estimates: bool = option(True, "bool")
 
 
 class Decoder(ABC):
     """A decoding method; options come from the factory and may be overridden per request."""
 
-    name: str = ""
+    name: ClassVar[str] = ""
+    Options: ClassVar[type[DecoderOptions]] = NoOptions
+    #: what its samples follow, for documentation and tests: "exact" (P(s | c) per
+    #: sample, fresh tree or shared), "converges" (P(s | c) only as shared estimates
+    #: converge), "distorted" (not P(s | c)), "model" (P(s), the constraint ignored),
+    #: "search" (deterministic search, no sampling)
+    exactness: ClassVar[str] = ""
 
     def __init__(self, **options: Any):
-        self.options = options
+        self.options = self.Options.parse(options, self.name)
 
-    def option(self, request: DecodeRequest, key: str, default: Any) -> Any:
-        if key in request.options:
-            return request.options[key]
-        return self.options.get(key, default)
+    def options_for(self, request: DecodeRequest):
+        """The decoder's options with the request's overrides applied (checked)."""
+        if not request.options:
+            return self.options
+        return self.Options.parse(request.options, self.name, base=self.options)
 
     @abstractmethod
     def decode(self, lm, constraint, request: DecodeRequest) -> DecodeResult: ...
-
-
-class Stopwatch:
-    """Accumulates wall time of named phases into a Counters."""
-
-    def __init__(self, counters: Counters):
-        self.counters = counters
-        self.start = time.perf_counter()
-
-    def finish(self) -> Counters:
-        c = self.counters
-        c.wall_seconds = time.perf_counter() - self.start
-        c.other_seconds = max(0.0, c.wall_seconds - c.lm_seconds - c.constraint_seconds)
-        return c

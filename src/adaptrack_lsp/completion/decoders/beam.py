@@ -19,6 +19,7 @@ Option: `beam_width` (default max(4, num_samples)).
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,19 +28,29 @@ from adaptrack_lsp.completion.decoders.base import (
     Decoder,
     DecodeRequest,
     DecodeResult,
+    DecoderOptions,
     Stopwatch,
+    at_least,
+    option,
 )
+from adaptrack_lsp.completion.decoders.sampling import timeout_message
 from adaptrack_lsp.completion.tree import VALID, BudgetExceeded, Node, PrefixTree
+
+
+@dataclass(frozen=True)
+class BeamOptions(DecoderOptions):
+    #: beams kept per step (None: max(4, num_samples))
+    beam_width: int | None = option(None, "int", at_least(1), nullable=True)
 
 
 class BeamDecoder(Decoder):
     name = "beam"
+    Options = BeamOptions
+    exactness = "search"
 
     def decode(self, lm, constraint, request: DecodeRequest) -> DecodeResult:
         num_samples = max(1, int(request.num_samples))
-        width = int(self.option(request, "beam_width", max(4, num_samples)))
-        if width < 1:
-            raise ValueError(f"beam_width must be at least 1, got {width}")
+        width = self.options_for(request).beam_width or max(4, num_samples)
         counters = Counters()
         watch = Stopwatch(counters)
         tree = PrefixTree(lm, constraint, request, counters)
@@ -77,7 +88,7 @@ class BeamDecoder(Decoder):
                         break
         except BudgetExceeded:
             timed_out = True
-            message = f"time budget of {request.timeout_s:.3g} s exceeded"
+            message = timeout_message(request)
 
         finished.sort(key=lambda n: -n.logprob)
         samples = [tree.sample_of(node) for node in finished[:num_samples]]
@@ -87,15 +98,15 @@ class BeamDecoder(Decoder):
             if fallback:
                 status = "partial"
                 message = message or "max_new_tokens reached before any beam ended"
-                samples.extend(tree.partial_sample(node) for node in fallback[:num_samples])
+                samples.extend(tree.sample_of(node, complete=False) for node in fallback[:num_samples])
             elif tree.root.q <= 0.0:
                 status = "no_valid_completion"
-                message = "no valid completion: every continuation violates the constraint"
+                message = tree.no_valid_message()
             else:
                 status = "failed"
                 message = message or "beam search pruned every valid completion"
         elif timed_out:
             status = "partial"
         failures = num_samples - len(samples) if status != "ok" else 0
-        return tree.result(samples, watch.finish(), status, message, failures)
+        return tree.result(samples, watch.finish(), status, message, failures, timed_out=timed_out)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,21 +26,31 @@ from adaptrack_lsp.completion.decoders.base import (
     Decoder,
     DecodeRequest,
     DecodeResult,
+    DecoderOptions,
     Stopwatch,
+    at_least,
+    option,
 )
+from adaptrack_lsp.completion.decoders.sampling import timeout_message
 from adaptrack_lsp.completion.tree import VALID, BudgetExceeded, Node, PrefixTree
 
 DEFAULT_NODE_BUDGET = 1000
 
 
+@dataclass(frozen=True)
+class MAPOptions(DecoderOptions):
+    #: node evaluations allowed before the search stops with a partial result
+    node_budget: int = option(DEFAULT_NODE_BUDGET, "int", at_least(1))
+
+
 class MAPDecoder(Decoder):
     name = "map"
+    Options = MAPOptions
+    exactness = "search"
 
     def decode(self, lm, constraint, request: DecodeRequest) -> DecodeResult:
         num_samples = max(1, int(request.num_samples))
-        node_budget = int(self.option(request, "node_budget", DEFAULT_NODE_BUDGET))
-        if node_budget < 1:
-            raise ValueError(f"node_budget must be at least 1, got {node_budget}")
+        node_budget = self.options_for(request).node_budget
         counters = Counters()
         watch = Stopwatch(counters)
         tree = PrefixTree(lm, constraint, request, counters)
@@ -53,6 +64,7 @@ class MAPDecoder(Decoder):
         open_prefix: Node | None = None
         expanded = 0
         stop_reason = ""
+        timed_out = False
         try:
             while frontier and len(found) < num_samples:
                 _, _, parent, index = heapq.heappop(frontier)
@@ -77,7 +89,8 @@ class MAPDecoder(Decoder):
                     score = node.logprob + float(node.raw_logprobs[candidate])
                     heapq.heappush(frontier, (-score, next(tiebreak), node, int(candidate)))
         except BudgetExceeded:
-            stop_reason = f"time budget of {request.timeout_s:.3g} s exceeded"
+            stop_reason = timeout_message(request)
+            timed_out = True
             if frontier:
                 _, _, parent, index = frontier[0]
                 open_prefix = parent if index < 0 else parent.children.get(index, parent)
@@ -89,12 +102,12 @@ class MAPDecoder(Decoder):
             if not samples:
                 fallback = max(cut, key=lambda n: n.logprob, default=None) or open_prefix
                 if fallback is not None and fallback.depth > 0:
-                    samples.append(tree.partial_sample(fallback))
+                    samples.append(tree.sample_of(fallback, complete=False))
         elif not samples:
             if cut:
                 status, message = "partial", "max_new_tokens reached before any valid sequence ended"
-                samples.append(tree.partial_sample(max(cut, key=lambda n: n.logprob)))
+                samples.append(tree.sample_of(max(cut, key=lambda n: n.logprob), complete=False))
             else:
-                status, message = "no_valid_completion", "no valid completion: every continuation violates the constraint"
+                status, message = "no_valid_completion", tree.no_valid_message()
         failures = num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0
-        return tree.result(samples, watch.finish(), status, message, failures)
+        return tree.result(samples, watch.finish(), status, message, failures, timed_out=timed_out)

@@ -1,8 +1,8 @@
 """The loop every sampling decoder shares: k samples on one prefix tree.
 
 A decoder supplies `sample_one(tree, rng) -> Node | None` (a leaf, or None for a
-failed sample); `run_samples` owns the tree(s), the random generator, counters,
-cancellation, the time budget and the result status.
+failed sample; `GiveUp` ends the request); `run_samples` owns the tree(s), the random
+generator, counters, cancellation, the time budget and the result status.
 """
 
 from __future__ import annotations
@@ -11,10 +11,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from adaptrack_lsp.completion.decoders.base import Counters, DecodeRequest, DecodeResult, Stopwatch
-from adaptrack_lsp.completion.tree import BudgetExceeded, Node, PrefixTree, finish_status
+from adaptrack_lsp.completion.decoding import BudgetExceeded, Counters, DecodeRequest, DecodeResult, Stopwatch
+from adaptrack_lsp.completion.tree import Node, PrefixTree, finish_status
 
 SampleOne = Callable[[PrefixTree, np.random.Generator], "Node | None"]
+
+MAX_NEW_TOKENS_MESSAGE = "max_new_tokens reached before the sequence ended"
+
+
+class GiveUp(Exception):
+    """A sampler stopped trying (e.g. `max_attempts` restarts); the message says why."""
 
 
 def best_partial(tree: PrefixTree) -> Node | None:
@@ -26,6 +32,10 @@ def best_partial(tree: PrefixTree) -> Node | None:
     return node if node.depth > 0 else None
 
 
+def timeout_message(request: DecodeRequest) -> str:
+    return f"time budget of {request.timeout_s:.3g} s exceeded"
+
+
 def run_samples(
     lm,
     constraint,
@@ -33,14 +43,13 @@ def run_samples(
     sample_one: SampleOne,
     *,
     share_tree: bool = True,
-    exact: bool = True,
     make_tree: Callable[[Counters], PrefixTree] | None = None,
 ) -> DecodeResult:
     """Draw `request.num_samples` samples with `sample_one`.
 
     `share_tree`: all samples use one tree (logprobs, validity and Q are reused);
-    otherwise each sample starts from a fresh tree.  `exact`: the decoder only returns
-    None when no valid completion exists (Q[root] = 0), so the loop stops there.
+    otherwise each sample starts from a fresh tree.  A None from `sample_one` when
+    Q[root] = 0 means no valid completion exists, and the loop stops there.
     """
     counters = Counters()
     watch = Stopwatch(counters)
@@ -48,36 +57,39 @@ def run_samples(
     build = make_tree or (lambda c: PrefixTree(lm, constraint, request, c))
     tree = build(counters)
     prompt_info = tree.prompt_info  # later trees find the same prompt already fed
+    wanted = max(1, int(request.num_samples))
     samples = []
     failures = 0
-    status_override = None
+    status = None
     message = ""
+    timed_out = False
     try:
-        for index in range(max(1, int(request.num_samples))):
+        for index in range(wanted):
             if index and not share_tree:
                 tree = build(counters)
-            leaf = sample_one(tree, rng)
+            try:
+                leaf = sample_one(tree, rng)
+            except GiveUp as error:
+                failures += wanted - index
+                status, message = "failed", str(error)
+                break
             if leaf is None:
-                if exact or tree.root.q <= 0.0:
-                    if tree.root.q <= 0.0:
-                        status_override = "no_valid_completion"
-                        message = "no valid completion: every continuation violates the constraint"
-                        failures += int(request.num_samples) - index
-                        break
+                if tree.root.q <= 0.0:
+                    status, message = "no_valid_completion", tree.no_valid_message()
+                    failures += wanted - index
+                    break
                 failures += 1
                 continue
             samples.append(tree.sample_of(leaf))
     except BudgetExceeded:
         partial = best_partial(tree)
         if partial is not None:
-            samples.append(tree.partial_sample(partial))
-        failures += int(request.num_samples) - len(samples)
-        status_override = "partial"
-        message = f"time budget of {request.timeout_s:.3g} s exceeded"
-    status = status_override or finish_status(samples, failures, tree.root.q)
-    result = tree.result(samples, watch.finish(), status, message, failures, prompt_info=prompt_info)
-    if result.status == "no_valid_completion" and samples:
-        result.status = "failed"
-    if result.status == "partial" and not message:
-        result.message = "max_new_tokens reached before the sequence ended"
-    return result
+            samples.append(tree.sample_of(partial, complete=False))
+        failures += wanted - len(samples)
+        status, message, timed_out = "partial", timeout_message(request), True
+    status = status or finish_status(samples, failures, tree.root.q)
+    if status == "no_valid_completion" and samples:
+        status = "failed"
+    if status == "partial" and not message:
+        message = MAX_NEW_TOKENS_MESSAGE
+    return tree.result(samples, watch.finish(), status, message, failures, prompt_info=prompt_info, timed_out=timed_out)

@@ -56,14 +56,28 @@ class LanguageModel(ABC):
 
     @abstractmethod
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
-        """log P(. | prompt + path) as float32[vocab.size]; -inf for impossible ids.
+        """log P(. | prompt + path) as float32[vocab.size] (float64 for exact tables);
+        -inf for impossible ids.
 
         Raises `ModelError` on NaN logits.  Ids beyond the tokenizer are -inf.
         """
 
     def next_logprobs_batch(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Distributions for several paths (backends may batch siblings)."""
+        """`next_logprobs` of several paths after the current prompt, in input order.
+
+        Backends may evaluate them in one forward pass (the static-cache HF backend
+        does, for paths whose ancestors were evaluated before); each path still counts
+        one token in `tokens_fed`.  Worth calling wherever several nodes are known
+        before any of their distributions is needed: the first steps of k samples, a
+        beam's or MAP frontier, CARS/RS restarts.  AdapTrack's rejection within one
+        sample is sequential (the next node depends on the last draw) and gains nothing.
+        """
         return [self.next_logprobs(p) for p in paths]
+
+    def warm_up(self, max_prompt_tokens: int, max_new_tokens: int) -> None:
+        """Prepare for requests of up to these sizes (the static-cache backend captures its
+        CUDA graphs here); the default does nothing."""
+        return None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (no special tokens added)."""

@@ -15,6 +15,10 @@ only; device/dtype selection; clear `ModelError`s naming the fix) and the KV sta
   same `cache_key` (document URI), keeping an LRU of a few prompt caches, so a small
   edit does not re-feed the file; prompts longer than the context are left-truncated.
 
+`load_model` returns the subclass `static_cache.StaticCacheLanguageModel` (static
+buffers, CUDA graphs, batched steps) when the `kv_cache` option selects it (the
+default on CUDA); this class stays the dynamic reference path.
+
 Heavy imports (torch, transformers) happen when this module is imported, so import it
 only where a real model is needed.
 """
@@ -174,23 +178,7 @@ class HFLanguageModel(LanguageModel):
         self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
     ) -> PromptInfo:
         """Feed the prompt, reusing the longest common prefix cached under `cache_key`."""
-        ids = [int(i) for i in prompt_ids]
-        self._check_ids(ids, "prompt")
-        if not ids:  # condition on a document start: BOS, else the end-of-text separator
-            start = self.tokenizer.bos_token_id
-            if start is None:
-                start = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else min(self.vocab.eos_ids)
-            ids = [int(start)]
-        truncated = 0
-        if self.max_context is not None:
-            budget = self.max_context - max(0, int(max_new_tokens))
-            if budget < 1:
-                raise ValueError(
-                    f"max_new_tokens={max_new_tokens} leaves no room for a prompt in a context of {self.max_context}"
-                )
-            if len(ids) > budget:
-                truncated = len(ids) - budget
-                ids = ids[truncated:]
+        ids, truncated = self._prompt_ids(prompt_ids, max_new_tokens)
 
         slot = self._slots.pop(cache_key, None)
         if slot is None:
@@ -224,6 +212,27 @@ class HFLanguageModel(LanguageModel):
             raise
         slot.prompt, slot.root_logprobs = ids, root_logprobs
         return PromptInfo(length=len(ids), truncated=truncated, reused=keep)
+
+    def _prompt_ids(self, prompt_ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], int]:
+        """The prompt as checked ids (a start token when empty), left-truncated to fit; dropped count."""
+        ids = [int(i) for i in prompt_ids]
+        self._check_ids(ids, "prompt")
+        if not ids:  # condition on a document start: BOS, else the end-of-text separator
+            start = self.tokenizer.bos_token_id
+            if start is None:
+                start = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else min(self.vocab.eos_ids)
+            ids = [int(start)]
+        truncated = 0
+        if self.max_context is not None:
+            budget = self.max_context - max(0, int(max_new_tokens))
+            if budget < 1:
+                raise ValueError(
+                    f"max_new_tokens={max_new_tokens} leaves no room for a prompt in a context of {self.max_context}"
+                )
+            if len(ids) > budget:
+                truncated = len(ids) - budget
+                ids = ids[truncated:]
+        return ids, truncated
 
     # -- distributions --------------------------------------------------------------------
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
@@ -496,20 +505,25 @@ def load_model(
     device: str = "auto",
     dtype: str = "auto",
     trust_remote_code: bool = False,
+    kv_cache: str = "auto",
     relative_to: str | os.PathLike | None = None,
     **options: Any,
 ) -> HFLanguageModel:
     """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
 
-    `relative_to`: the directory a relative model path resolves against (see
-    `resolve_model_source`).  `options` go to `HFLanguageModel` (max_context,
+    `kv_cache`: ``auto`` (static buffers on CUDA, dynamic elsewhere), ``static`` or
+    ``dynamic`` (see `static_cache`).  `relative_to`: the directory a relative model
+    path resolves against (see `resolve_model_source`).  `options` go to `HFLanguageModel` (max_context,
     max_cached_prompts, ...).  Raises `ModelError` with a message naming the fix when
     the model cannot be loaded.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from adaptrack_lsp.completion.lm.static_cache import use_static_cache
+
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
+    static = use_static_cache(kv_cache, torch_device)
     local_only = _offline()
     source, local = resolve_model_source(name_or_path, relative_to)
     try:
@@ -546,4 +560,8 @@ def load_model(
     if mismatches:
         text, got = mismatches[0]
         raise ModelError(f"the tokenizer of {name_or_path!r} does not map to exact bytes: {text!r} -> {got!r}")
+    if static:
+        from adaptrack_lsp.completion.lm.static_cache import StaticCacheLanguageModel
+
+        return StaticCacheLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)
     return HFLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)

@@ -70,7 +70,7 @@ class TabularLM(LanguageModel):
         # the root's distribution comes from the prompt; every other node feeds its token
         self.tokens_fed += 1 if len(path) else 0
         with np.errstate(divide="ignore"):
-            return np.log(self.probs(path)).astype(np.float32)
+            return np.log(self.probs(path))  # float64: exact tables keep their precision
 
     def encode(self, text: str) -> list[int]:
         """Greedy longest-match tokenization over the literal token strings."""

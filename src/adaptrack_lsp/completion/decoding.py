@@ -1,0 +1,116 @@
+"""What a decode takes and gives back: the request, samples, counters and the result.
+
+A neutral module: the prefix tree, the decoders, the service and evaluation all use
+these types, and it imports none of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class DecodeCancelled(Exception):
+    """The request was cancelled (raised between LM calls)."""
+
+
+class BudgetExceeded(Exception):
+    """The request's wall-clock budget ran out (decoders turn this into a partial result)."""
+
+
+@dataclass
+class Counters:
+    """What one decode cost."""
+
+    lm_calls: int = 0  # node evaluations (a node whose pruned tail is later needed counts twice)
+    tokens_fed: int = 0  # tokens pushed through the model, prompt included
+    prompt_tokens_fed: int = 0  # the part of tokens_fed that was prompt (not reused from a cache)
+    constraint_checks: int = 0  # token validity decisions
+    backtracks: int = 0  # AdapTrack rejections / sampler restarts
+    tail_evaluations: int = 0  # nodes asked again for the tokens pruned at first evaluation
+    lm_seconds: float = 0.0
+    constraint_seconds: float = 0.0
+    other_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DecodeRequest:
+    """One decoding job after the prompt has been tokenized."""
+
+    prompt_ids: Sequence[int]
+    num_samples: int = 1
+    #: temperature applied to each conditional; <= 0 means greedy (deterministic)
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    #: wall-clock budget in seconds (None: unbounded); exceeding it gives a partial result
+    timeout_s: float | None = None
+    seed: int | None = None
+    #: generated text -> True when the sequence must end here (e.g. end of line)
+    stop: Callable[[str], bool] | None = None
+    #: polled between LM calls; True raises DecodeCancelled
+    cancelled: Callable[[], bool] | None = None
+    #: per-request decoder options, checked against the decoder's option dataclass
+    #: (e.g. {"max_backtrack_distance": 2}); they override the decoder's own
+    options: dict[str, Any] = field(default_factory=dict)
+    #: the model's prompt cache slot (e.g. the document URI), for backends that keep
+    #: one per key (`set_prompt(..., cache_key=...)`); ignored by the others
+    cache_key: str | None = None
+
+
+@dataclass
+class Sample:
+    token_ids: list[int]
+    text: str
+    #: log P(s) under the model at temperature 1 (sum of token log-probabilities)
+    logprob: float
+    #: ended by EOS or a stop rule (False: cut by max_new_tokens or the time budget;
+    #: such a prefix is never a sample of P(s | c))
+    complete: bool
+    #: every token was checked valid by the constraint
+    valid: bool
+
+
+#: result statuses, from best to worst
+STATUSES = ("ok", "partial", "failed", "no_valid_completion")
+
+
+@dataclass
+class DecodeResult:
+    samples: list[Sample]
+    counters: Counters
+    #: "ok"; "no_valid_completion" (Q[root] = 0); "partial" (max_new_tokens or time
+    #: budget hit: some samples are incomplete); "failed" (some samples could not be
+    #: produced, e.g. an unconstrained/greedy path hit an invalid token)
+    status: str = "ok"
+    message: str = ""
+    #: prompt tokens whose model state was reused from an earlier request
+    prompt_reused: int = 0
+    failures: int = 0
+    #: the wall-clock budget ran out (the one place that decides it: the prefix tree's poll)
+    timed_out: bool = False
+
+
+class Stopwatch:
+    """Accumulates wall time of named phases into a Counters."""
+
+    def __init__(self, counters: Counters):
+        self.counters = counters
+        self.start = time.perf_counter()
+
+    def finish(self) -> Counters:
+        c = self.counters
+        c.wall_seconds = time.perf_counter() - self.start
+        c.other_seconds = max(0.0, c.wall_seconds - c.lm_seconds - c.constraint_seconds)
+        return c
+
+
+#: every decoder name, in the order the README lists them (the registry in
+#: `completion.decoders` holds their classes; settings validate against this tuple
+#: without importing any decoder)
+DECODER_NAMES = ("unconstrained", "constrained", "adaptrack", "exact", "asap", "cars", "rs", "ars", "rsft", "beam", "map")

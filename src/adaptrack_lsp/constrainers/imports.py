@@ -1,0 +1,116 @@
+"""Import learning: which names a document binds to which modules.
+
+`learn_roots(document)` reads the document's import statements with tree-sitter-python
+(syntax errors tolerated, relative and wildcard imports ignored) and returns
+alias -> module path (`import numpy as np` -> {"np": ("numpy",)}); results are cached by
+the document's import lines, so typing elsewhere costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PARSER = None
+_IMPORT_QUERY = None
+#: the lines that can belong to an import statement (its continuation lines included)
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
+_ROOTS_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
+_ROOTS_CACHE_SIZE = 16
+
+
+def _parser():
+    global _PARSER, _IMPORT_QUERY
+    if _PARSER is None:
+        import tree_sitter_python
+        from tree_sitter import Language, Parser, Query
+
+        language = Language(tree_sitter_python.language())
+        _IMPORT_QUERY = Query(language, "[(import_statement) (import_from_statement)] @import")
+        _PARSER = Parser(language)
+    return _PARSER
+
+
+def _import_statements(tree) -> list:
+    """Every import statement of a parse tree (any depth), in source order."""
+    from tree_sitter import QueryCursor
+
+    captures = QueryCursor(_IMPORT_QUERY).captures(tree.root_node)
+    return sorted(captures.get("import", []), key=lambda node: node.start_byte)
+
+
+def _dotted(node) -> tuple[str, ...]:
+    return tuple(
+        child.text.decode("utf-8", "replace")
+        for child in node.children
+        if child.type == "identifier"
+    )
+
+
+def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
+    """Alias -> module path bound by the document's imports.
+
+    ``import a.b as c`` binds c -> (a, b); ``import a.b`` binds a -> (a,); ``from a
+    import b [as c]`` binds b (or c) -> (a, b).  Relative and wildcard imports are
+    ignored; syntax errors are tolerated (tree-sitter recovers).  Later imports win.
+    """
+    if not document:
+        return {}
+    # Typing rarely touches the imports: the parse is redone only when the lines that
+    # can hold an import (or the string delimiters that decide what is code) change.
+    key = (
+        tuple(match.group(0) for match in _IMPORT_LINE.finditer(document)),
+        document.count('"""'),
+        document.count("'''"),
+    )
+    cached = _ROOTS_CACHE.get(key)
+    if cached is None:
+        cached = _learn_roots_uncached(document)
+        if len(_ROOTS_CACHE) >= _ROOTS_CACHE_SIZE:
+            _ROOTS_CACHE.pop(next(iter(_ROOTS_CACHE)))
+        _ROOTS_CACHE[key] = cached
+    return dict(cached)
+
+
+def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
+    roots: dict[str, tuple[str, ...]] = {}
+    tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
+    for node in _import_statements(tree):
+        if node.type == "import_statement":
+            for child in node.children_by_field_name("name"):
+                if child.type == "aliased_import":
+                    name, alias = (
+                        child.child_by_field_name("name"),
+                        child.child_by_field_name("alias"),
+                    )
+                    if name is not None and alias is not None:
+                        path = _dotted(name)
+                        if path:
+                            roots[alias.text.decode("utf-8", "replace")] = path
+                elif child.type == "dotted_name":
+                    path = _dotted(child)
+                    if path:
+                        roots[path[0]] = path[:1]
+            continue
+        if node.type == "import_from_statement":
+            module = node.child_by_field_name("module_name")
+            if module is None or module.type != "dotted_name":
+                continue  # relative import (or broken statement)
+            base = _dotted(module)
+            if not base:
+                continue
+            for child in node.children_by_field_name("name"):
+                if child.type == "aliased_import":
+                    name, alias = (
+                        child.child_by_field_name("name"),
+                        child.child_by_field_name("alias"),
+                    )
+                    if name is not None and alias is not None and _dotted(name):
+                        roots[alias.text.decode("utf-8", "replace")] = base + _dotted(
+                            name
+                        )
+                elif child.type == "dotted_name":
+                    parts = _dotted(child)
+                    if len(parts) == 1:
+                        roots[parts[0]] = base + parts
+    # statements come in source order, so later imports overwrite earlier ones
+    return {alias: path for alias, path in roots.items() if alias.isidentifier()}

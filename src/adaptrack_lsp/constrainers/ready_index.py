@@ -1,0 +1,60 @@
+"""`ReadyOnlyIndex`: an API index view for decoding, which never waits for a lookup.
+
+Decoding runs under a time budget (`timeoutMs`); an index lookup that is still being
+computed (the first members of a big package take seconds) must not eat it.  The view
+answers what its index has ready, starts the lookup of anything else in the background,
+answers "unknown" for it and records it in `pending`.  The caller stops the decode as
+soon as `pending` is not empty (see `CompletionService.complete`), waits for or reports
+the pending paths, and decodes again once they are ready.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+
+
+class ReadyOnlyIndex(APIIndex):
+    """What `index` has ready now; the rest is unknown and listed in `pending`."""
+
+    def __init__(self, index: APIIndex, unknown=()):
+        """`unknown`: paths answered "unknown" without being listed as pending (the
+        caller gave up waiting for them)."""
+        self.index = index
+        self.source = index.source
+        self.unknown = frozenset(tuple(p) for p in unknown)
+        self.pending: list[tuple[str, ...]] = []
+        self._lock = threading.Lock()
+
+    def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
+        path = tuple(path)
+        if self.index.ready(path):
+            return self.index.members(path)
+        if path in self.unknown:
+            return None
+        self.index.prefetch(path)
+        with self._lock:
+            if path not in self.pending:
+                self.pending.append(path)
+        return None
+
+    def has_pending(self) -> bool:
+        """Whether some answer was not ready (the decode should stop)."""
+        return bool(self.pending)
+
+    def ready(self, path: tuple[str, ...]) -> bool:
+        return self.index.ready(path)
+
+    def prefetch(self, path: tuple[str, ...]) -> None:
+        self.index.prefetch(path)
+
+    def wait_ready(self, paths, timeout_s: float) -> bool:
+        return self.index.wait_ready(paths, timeout_s)
+
+    def work_seconds(self) -> float:
+        return self.index.work_seconds()
+
+    def packages(self) -> dict[str, str]:
+        return self.index.packages()
