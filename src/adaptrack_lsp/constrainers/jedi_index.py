@@ -458,12 +458,8 @@ class JediIndex(APIIndex):
             return
         import jedi
 
-        # An interpreter the user did not name must pass jedi's safety check (owned by
-        # root, or a known system interpreter), as in jedi, jedi-language-server and
-        # pylsp; the server's own interpreter is already running.
-        safe = not self.configured and self.found_by != "server interpreter"
         try:
-            environment = jedi.create_environment(self.python, safe=safe)
+            environment = jedi.create_environment(self.python, safe=self._needs_safety_check())
         except jedi.InvalidPythonEnvironment as error:
             self.problem = (
                 f"the interpreter {self.python} ({self.found_by}) is not used: {error} "
@@ -530,10 +526,35 @@ class JediIndex(APIIndex):
 
     # ------------------------------------------------------------------ disk cache
 
+    def _needs_safety_check(self) -> bool:
+        """An interpreter the user did not name must pass jedi's safety check (owned by
+        root, or a known system interpreter) before it is run at all, as in jedi,
+        jedi-language-server and pylsp; the server's own interpreter is already running."""
+        return not self.configured and self.found_by != "server interpreter"
+
+    def _refuse_unsafe(self) -> bool:
+        """True (and `problem` set) when the interpreter fails jedi's safety check."""
+        if not self._needs_safety_check():
+            return False
+        from jedi.api.environment import InvalidPythonEnvironment, _assert_safe
+
+        try:
+            _assert_safe(self.python, True)
+        except (InvalidPythonEnvironment, OSError) as error:
+            self.problem = (
+                f"the interpreter {self.python} ({self.found_by}) is not used: {error} "
+                "(set pythonPath to name it explicitly)"
+            )
+            log.warning("API index: %s; completions are not API-constrained", self.problem)
+            return True
+        return False
+
     def _ensure_facts(self) -> bool:
         """Ask the interpreter for its version and sys.path (once, time-limited); False
-        (and `problem` set) when it does not answer."""
+        (and `problem` set) when it does not answer or is refused by the safety check."""
         if self._facts is None and not self.problem:
+            if self._refuse_unsafe():
+                return False
             try:
                 facts = probe_environment(self.python, self.probe_timeout_s)
             except EnvironmentProbeError as error:
