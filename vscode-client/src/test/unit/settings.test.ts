@@ -25,6 +25,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     model: 'Qwen/Qwen2.5-Coder-1.5B',
     device: 'auto',
     dtype: 'auto',
+    kvCache: 'auto',
     decoder: 'adaptrack',
     listDecoder: 'exact',
     temperature: 0,
@@ -78,7 +79,7 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  assert.deepEqual(options, { ...values, pythonPath: null, apiSnapshot: null, trustedWorkspace: false });
+  assert.deepEqual(options, { ...values, kvCache: 'auto', pythonPath: null, apiSnapshot: null, trustedWorkspace: false });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
