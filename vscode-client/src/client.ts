@@ -18,6 +18,7 @@ import {
 import { PythonExtension } from '@vscode/python-extension';
 
 import { buildServerLaunch, describeLaunch, resolveInterpreter, ServerLaunch } from './server';
+import { pipeServerStderr } from './serverLog';
 import { ExtensionSettings, PathContext, readSettings, SECTION, toDidChangeConfigurationParams, toInitializationOptions } from './settings';
 import { StatusModel, STATUS_NOTIFICATION } from './status';
 
@@ -62,7 +63,6 @@ export async function onPythonInterpreterChange(listener: () => void): Promise<v
 
 export class ServerManager implements vscode.Disposable {
   private client: LanguageClient | undefined;
-  private settings: ExtensionSettings | undefined;
   /** serialises start/stop/restart so that commands fired in a row do not interleave */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -98,7 +98,6 @@ export class ServerManager implements vscode.Disposable {
 
   /** Send the current server settings to a running server. */
   async notifySettings(settings: ExtensionSettings): Promise<void> {
-    this.settings = settings;
     if (!this.client || !this.client.isRunning()) {
       return;
     }
@@ -122,7 +121,6 @@ export class ServerManager implements vscode.Disposable {
       return;
     }
     const settings = currentSettings();
-    this.settings = settings;
     if (!settings.enable) {
       this.status.set('disabled');
       return;
@@ -155,6 +153,11 @@ export class ServerManager implements vscode.Disposable {
         initializationOptions: toInitializationOptions(settings, pathContext),
         outputChannel: this.log,
         revealOutputChannelOn: RevealOutputChannelOn.Never,
+        // stderr at the level the server logged each line at (not everything as [error])
+        stdioOptions: {
+          stdout: (input, channel) => pipeServerStderr(input, channel),
+          stderr: (input, channel) => pipeServerStderr(input, channel),
+        },
         middleware: {
           handleWorkDoneProgress: (token, params, next) => {
             this.status.applyProgress(token, params);
@@ -217,7 +220,9 @@ export class ServerManager implements vscode.Disposable {
     } finally {
       await client.dispose().catch(() => undefined);
     }
-    this.status.set(this.settings?.enable === false ? 'disabled' : 'stopped');
+    // the settings as they are now: a stop caused by turning `adaptrack.enable` off is
+    // 'disabled' (the copy taken at start still says enabled)
+    this.status.set(currentSettings().enable === false ? 'disabled' : 'stopped');
   }
 
   dispose(): void {

@@ -8,6 +8,7 @@ local compat = require('adaptrack.compat')
 local config = require('adaptrack.config')
 local complete = require('adaptrack.complete')
 local ghost = require('adaptrack.ghost')
+local native = require('adaptrack.native')
 local status = require('adaptrack.status')
 
 local uv = vim.uv or vim.loop
@@ -25,12 +26,12 @@ local function has(feature)
 end
 
 local function use_native()
-  local native = options.native_inline_completion
-  local available = vim.lsp.inline_completion ~= nil and type(vim.lsp.inline_completion.enable) == 'function'
-  if native == true and not available then
+  local setting = options.native_inline_completion
+  local available = native.available()
+  if setting == true and not available then
     error('adaptrack: native_inline_completion = true needs Neovim 0.12+ (vim.lsp.inline_completion)', 0)
   end
-  return native ~= false and available
+  return setting ~= false and available
 end
 
 --- The project root of `buf`: the nearest parent with a root marker, else the file's folder.
@@ -108,6 +109,28 @@ local function client_config(root)
   }
 end
 
+--- Insert-mode keys of the native path: accept and dismiss, falling back to the key itself.
+local function map_native_keys(buf)
+  local accept_key = options.ghost_text.accept_key
+  if accept_key then
+    vim.keymap.set('i', accept_key, function()
+      if not native.accept() then
+        return accept_key
+      end
+      return ''
+    end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: accept the suggestion' })
+  end
+  local dismiss_key = options.ghost_text.dismiss_key
+  if dismiss_key then
+    vim.keymap.set('i', dismiss_key, function()
+      if native.text(buf) then
+        return '<Cmd>lua require("adaptrack").dismiss()<CR>'
+      end
+      return dismiss_key
+    end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: dismiss the suggestion' })
+  end
+end
+
 function M._on_attach(client, buf)
   if options.completion.completefunc then
     vim.bo[buf].completefunc = 'v:lua.adaptrack_completefunc'
@@ -115,20 +138,12 @@ function M._on_attach(client, buf)
   if options.completion.omnifunc then
     vim.bo[buf].omnifunc = 'v:lua.vim.lsp.omnifunc'
   end
-  if not options.ghost_text.enabled then
-    return
-  end
   if use_native() then
-    vim.lsp.inline_completion.enable(true, { bufnr = buf, client_id = client.id })
-    local key = options.ghost_text.accept_key
-    if key then
-      vim.keymap.set('i', key, function()
-        if not vim.lsp.inline_completion.get() then
-          return key
-        end
-      end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: accept the suggestion' })
-    end
+    map_native_keys(buf)
+    native.attach(buf)
+    native.enable(buf, options.ghost_text.enabled)
   else
+    -- the plugin's requests check `ghost_text.enabled` each time, so toggling needs no re-attach
     ghost.attach(buf, options, M.get_client)
   end
 end
@@ -161,28 +176,51 @@ function M.attach(buf)
 end
 
 --- Ask for a suggestion at the cursor now (also works with auto_trigger = false).
+--- Returns false when ghost text is off or no server is attached.
 function M.suggest()
-  return ghost.request(vim.api.nvim_get_current_buf(), 1)
+  local buf = vim.api.nvim_get_current_buf()
+  if not options.ghost_text.enabled then
+    return false
+  end
+  if use_native() then
+    return M.get_client(buf) ~= nil and native.request(buf)
+  end
+  return ghost.request(buf, 1)
 end
 
 --- Accept the visible suggestion; false when there is none.
 function M.accept()
-  if options and options.ghost_text.enabled and use_native() then
-    return vim.lsp.inline_completion.get() ~= false
+  if options and use_native() then
+    return native.accept()
   end
   return ghost.accept(vim.api.nvim_get_current_buf())
 end
 
-function M.dismiss()
-  ghost.dismiss(vim.api.nvim_get_current_buf())
+--- Remove the visible suggestion and cancel the pending request.
+function M.dismiss(buf)
+  buf = buf or vim.api.nvim_get_current_buf()
+  if use_native() then
+    native.dismiss(buf)
+  else
+    ghost.dismiss(buf)
+  end
 end
 
---- The suggestion shown after the cursor in the current buffer, or nil.
+--- The suggestion shown after the cursor in `buf` (default: current buffer), or nil.
 function M.ghost_text(buf)
+  buf = buf or vim.api.nvim_get_current_buf()
+  if use_native() then
+    return native.text(buf)
+  end
   return ghost.text(buf)
 end
 
+--- True while a suggestion request for `buf` waits for its debounce or for the server.
 function M.pending(buf)
+  buf = buf or vim.api.nvim_get_current_buf()
+  if use_native() then
+    return native.pending(buf)
+  end
   return ghost.pending(buf)
 end
 
@@ -234,11 +272,20 @@ function M.restart()
   vim.defer_fn(again, 100)
 end
 
---- Turn ghost text on or off.
+--- Turn ghost text on or off (every buffer; on the native path Neovim's inline
+--- completion is disabled in the buffers the server is attached to).
 function M.toggle()
   options.ghost_text.enabled = not options.ghost_text.enabled
-  if not options.ghost_text.enabled then
-    for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+  local native_path = use_native()
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if native_path then
+      if vim.api.nvim_buf_is_loaded(buf) and M.get_client(buf) then
+        if not options.ghost_text.enabled then
+          native.dismiss(buf)
+        end
+        native.enable(buf, options.ghost_text.enabled)
+      end
+    elseif not options.ghost_text.enabled then
       ghost.dismiss(buf)
     end
   end

@@ -1,5 +1,8 @@
 """`adaptrack-lsp serve`: run the language server on stdio or TCP (127.0.0.1)."""
 
+import os
+import sys
+
 from adaptrack_lsp.config import model_argument
 
 HELP = "run the language server (stdio by default; --tcp binds 127.0.0.1)"
@@ -24,7 +27,17 @@ def add_arguments(parser) -> None:
     )
 
 
+def quiet_progress_bars_off_terminal(stderr=None) -> None:
+    """Progress bars (transformers' "Loading weights") only on a terminal: an editor reads
+    the server's stderr as log lines, where a bar is noise (and one more "error" line).
+    Set before transformers is imported; an explicit HF_HUB_DISABLE_PROGRESS_BARS wins."""
+    stderr = stderr if stderr is not None else sys.stderr
+    if not stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def run(args) -> int:
+    quiet_progress_bars_off_terminal()
     from adaptrack_lsp.lsp_server.server import serve
 
     if args.tcp and not 0 < args.port < 65536:

@@ -26,9 +26,12 @@ is greedy at temperature 0 (the default).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -108,6 +111,8 @@ class AdaptrackServer(LanguageServer):
         self._status: tuple[str, str] | None = None
         self._not_ready_logged = False
         self._problems_shown: set[str] = set()
+        #: a `shutdown` request came before `exit` (the exit code is 0 only then)
+        self.shutdown_requested = False
 
     # -- errors never take the server down ------------------------------------------------
     def report_server_error(self, error: Exception, source) -> None:
@@ -419,8 +424,23 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: AdaptrackServer, params: None) -> None:
+        ls.shutdown_requested = True
         if ls.service is not None:
             ls.service.close()
+
+    @server.feature(types.EXIT)
+    def exit_now(ls: AdaptrackServer, params: None) -> None:
+        """End the process now.  Left to pygls and the interpreter, exit waits for the
+        worker threads (a model load or a decode in progress) and for torch's teardown:
+        seconds, past the 2 s editors give a server before they kill it.  Nothing is left
+        to write: the shutdown answer has been sent and the service holds no user data."""
+        if ls.service is not None:
+            ls.service.close()
+        logging.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0 if ls.shutdown_requested else 1)
 
     return server
 
