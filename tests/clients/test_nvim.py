@@ -329,6 +329,7 @@ def test_settings_reach_the_server_camel_cased(fake):
     )
 
 
+@each_path
 def test_the_server_runs_outside_the_project_so_project_modules_cannot_shadow_its_imports(fake, tmp_path):
     fake()
     cwd = next(e["value"] for e in read_log(fake.log) if e["kind"] == "cwd")

@@ -106,6 +106,8 @@ class AdaptrackServer(LanguageServer):
         self.service: CompletionService | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pending_problems: list[str] = []
+        #: run at `exit`, which ends the process without unwinding (no finally, no atexit)
+        self.exit_cleanups: list[Callable[[], None]] = []
         self._progress_ids = itertools.count(1)
         self._load_lock = threading.Lock()
         self._status: tuple[str, str] | None = None
@@ -436,6 +438,9 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
         to write: the shutdown answer has been sent and the service holds no user data."""
         if ls.service is not None:
             ls.service.close()
+        for cleanup in ls.exit_cleanups:  # e.g. the --tcp token file
+            with contextlib.suppress(Exception):
+                cleanup()
         logging.shutdown()
         with contextlib.suppress(Exception):
             sys.stdout.flush()

@@ -228,6 +228,8 @@ def start(server, host: str, port: int, token_file: str | None = None) -> None:
         written = Path(token_file) if token_file else default_token_file(port)
         write_token_file(written, token)
         announce = f"adaptrack-lsp: listening on {host}:{port}; token in {written} (mode 0600)"
+        token_path = written
+        server.exit_cleanups.append(lambda: token_path.unlink(missing_ok=True))
     try:
         serve_tcp(server, host, port, token, announce)
     finally:
