@@ -53,6 +53,28 @@ def cache_root() -> Path:
     return base / "adaptrack-lsp"
 
 
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether a model setting has the shape of a Hugging Face hub id (``org/name`` or
+    ``name``; not ``tiny``, the built-in model).
+
+    A hub id is always a hub id: a folder of the same name in the working directory is
+    never loaded in its place.  Local folders are written as paths: absolute, ``~/...``,
+    or explicitly relative (``./models/m``)."""
+    return bool(_HUB_ID.match(name)) and not name.startswith(".") and name != "tiny"
+
+
+def model_argument(value: str) -> str:
+    """A ``--model`` command-line value: ``tiny`` and hub ids as given, a path made
+    absolute against the directory the command was typed in (the user's own shell), so
+    that the server never resolves it against its working directory."""
+    if value == "tiny" or is_hub_id(value):
+        return value
+    return os.path.abspath(os.path.expanduser(value))
+
+
 def _nonempty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
@@ -139,7 +161,8 @@ class Settings:
     #: None = unbounded backtracking (exact AdapTrack)
     max_backtrack_distance: int | None = _validated(None, _optional_at_least(0))
     top_p_validity: float = _validated(1.0, _top_p)
-    #: None = workspace .venv/venv, else $VIRTUAL_ENV, else the server's interpreter
+    #: None = workspace .venv/venv (trusted workspaces only), else $VIRTUAL_ENV, else the
+    #: server's interpreter
     python_path: str | None = _validated(None)
     #: path to a SnapshotIndex JSON file; None = ask the live environment
     api_snapshot: str | None = _validated(None)
@@ -147,6 +170,9 @@ class Settings:
     timeout_ms: int = _validated(3000, _between(1, 600_000))
     multiline: bool = _validated(False)
     trust_remote_code: bool = _validated(False)
+    #: the user trusts the opened folder: its .venv/venv may be used and modules imported
+    #: for runtime introspection (VS Code sends `workspace.isTrusted`)
+    trusted_workspace: bool = _validated(False)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

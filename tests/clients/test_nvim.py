@@ -102,7 +102,7 @@ ANSWER_TIMEOUT_S = 300.0
 FAKE_SERVER = r'''
 """Scripted LSP server: answers inline completion with a fixed text after a delay and
 records what the client sent (initializationOptions, settings, cancellations)."""
-import json, sys, threading, time
+import json, os, sys, threading, time
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
@@ -118,6 +118,7 @@ def record(kind, value):
 @server.feature(types.INITIALIZE)
 def initialize(ls, params):
     record("initializationOptions", params.initialization_options)
+    record("cwd", os.getcwd())
 
 @server.feature(types.INITIALIZED)
 def initialized(ls, params):
@@ -326,6 +327,15 @@ def test_settings_reach_the_server_camel_cased(fake):
         10,
         "updated settings",
     )
+
+
+@each_path
+def test_the_server_runs_outside_the_project_so_project_modules_cannot_shadow_its_imports(fake, tmp_path):
+    fake()
+    cwd = next(e["value"] for e in read_log(fake.log) if e["kind"] == "cwd")
+    assert Path(cwd).resolve() != tmp_path.resolve()
+    assert Path(cwd).resolve() == (NVIM_CLIENT / "lua" / "adaptrack").resolve()
+    assert not [p.name for p in Path(cwd).iterdir() if p.suffix in (".py", ".pth")]
 
 
 @each_path

@@ -133,10 +133,12 @@ def test_find_python_order(tmp_path, monkeypatch):
     workspace = tmp_path / "ws"
     (workspace / "venv" / "bin").mkdir(parents=True)
     (workspace / "venv" / "bin" / "python").write_text("")
-    assert find_python(None, workspace) == (str(workspace / "venv" / "bin" / "python"), "workspace venv", "")
+    assert find_python(None, workspace) == (sys.executable, "server interpreter", "")  # not trusted
+    assert find_python(None, workspace, trusted_workspace=True) == (
+        str(workspace / "venv" / "bin" / "python"), "workspace venv (trusted workspace)", "")
     (workspace / ".venv" / "bin").mkdir(parents=True)
     (workspace / ".venv" / "bin" / "python").write_text("")
-    assert find_python(None, workspace)[1] == "workspace .venv"
+    assert find_python(None, workspace, trusted_workspace=True)[1] == "workspace .venv (trusted workspace)"
     virtual = tmp_path / "virtual"
     (virtual / "bin").mkdir(parents=True)
     (virtual / "bin" / "python").write_text("")

@@ -28,6 +28,7 @@ def test_defaults_match_the_protocol_contract():
         "timeoutMs": 3000,
         "multiline": False,
         "trustRemoteCode": False,
+        "trustedWorkspace": False,
     }
     assert DEFAULT_MODEL == "Qwen/Qwen2.5-Coder-1.5B"
 

@@ -25,7 +25,7 @@ import { StatusModel, STATUS_NOTIFICATION } from './status';
 const PYTHON_EXTENSION_ID = 'ms-python.python';
 
 export function currentPathContext(): PathContext {
-  return { workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
+  return { workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath, workspaceTrusted: vscode.workspace.isTrusted };
 }
 
 export function currentSettings(): ExtensionSettings {

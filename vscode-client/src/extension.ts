@@ -77,6 +77,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<Adaptr
     }),
   );
 
+  // the server uses the workspace's environment only once the workspace is trusted
+  context.subscriptions.push(
+    vscode.workspace.onDidGrantWorkspaceTrust(async () => {
+      log.info('workspace trusted: telling the server');
+      await server.notifySettings(currentSettings());
+    }),
+  );
+
   const interpreterListener = await onPythonInterpreterChange(() => {
     if (!currentSettings().serverInterpreter) {
       log.info('the Python extension changed its interpreter: restarting the server');

@@ -3,7 +3,9 @@
  *
  * Owns: choosing the interpreter that runs `python -m adaptrack_lsp serve` (the
  * `adaptrack.serverInterpreter` setting, else the Python extension's active interpreter,
- * else `python3`) and the full launch description (command, arguments, cwd, env).  No
+ * else `python3`) and the full launch description (command, arguments, cwd, env).  The
+ * working directory is never the workspace: `python -m` puts it first on `sys.path`, and
+ * a workspace `queue.py` or `token.py` would then run inside the server.  No
  * `vscode` import, so the protocol test starts the server exactly as the extension does.
  */
 import { expandPathVariables, PathContext } from './settings';
@@ -32,7 +34,12 @@ export interface LaunchInputs {
   pathContext?: PathContext;
   /** base environment of the server process (default: this process's) */
   env?: Record<string, string | undefined>;
+  /** working directory of the server: a folder without Python files (default: the extension's own) */
+  serverCwd?: string;
 }
+
+/** The extension's own folder: holds no `.py` file that `python -m` could import. */
+export const NEUTRAL_CWD = __dirname;
 
 /** The interpreter that runs the server, and where it came from. */
 export function resolveInterpreter(inputs: LaunchInputs): { interpreter: string; source: InterpreterSource } {
@@ -56,7 +63,7 @@ export function buildServerLaunch(inputs: LaunchInputs): ServerLaunch {
   return {
     command: interpreter,
     args: ['-m', SERVER_MODULE, 'serve', ...inputs.serverArgs],
-    cwd: inputs.pathContext?.workspaceFolder,
+    cwd: inputs.serverCwd ?? NEUTRAL_CWD,
     env,
     interpreterSource: source,
   };

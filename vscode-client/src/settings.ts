@@ -34,6 +34,7 @@ export interface ServerSettings {
   timeoutMs: number;
   multiline: boolean;
   trustRemoteCode: boolean;
+  trustedWorkspace: boolean;
 }
 
 /** Settings that only the editor client reads. */
@@ -63,6 +64,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   timeoutMs: 3000,
   multiline: false,
   trustRemoteCode: false,
+  trustedWorkspace: false,
 });
 
 export const CLIENT_DEFAULTS: Readonly<ClientSettings> = Object.freeze({
@@ -70,6 +72,12 @@ export const CLIENT_DEFAULTS: Readonly<ClientSettings> = Object.freeze({
   serverInterpreter: null,
   serverArgs: [],
 });
+
+/**
+ * Server settings the client fills in itself, never from the configuration (so a
+ * workspace's settings file cannot set them): `trustedWorkspace` is VS Code's workspace trust.
+ */
+export const CLIENT_PROVIDED_SETTINGS: readonly (keyof ServerSettings)[] = ['trustedWorkspace'];
 
 /** Server setting names, in the order the server documents them. */
 export const SERVER_SETTING_NAMES = Object.keys(SERVER_DEFAULTS) as (keyof ServerSettings)[];
@@ -89,6 +97,8 @@ export interface ConfigurationLike {
 /** Where variables in path settings point. */
 export interface PathContext {
   workspaceFolder?: string;
+  /** `vscode.workspace.isTrusted`: sent as the server setting `trustedWorkspace` */
+  workspaceTrusted?: boolean;
   userHome?: string;
   env?: Record<string, string | undefined>;
 }
@@ -157,6 +167,8 @@ export function toServerSettings(settings: Partial<ExtensionSettings>, context: 
     const value = emptyToNull(result[name] as string | null);
     result[name] = value === null ? null : expandPathVariables(value, context);
   }
+  // workspace trust comes from VS Code, not from any settings file
+  result.trustedWorkspace = context.workspaceTrusted === true;
   return result as unknown as ServerSettings;
 }
 

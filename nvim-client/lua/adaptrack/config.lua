@@ -25,6 +25,9 @@ M.server_settings = {
   timeoutMs = 'number',
   multiline = 'boolean',
   trustRemoteCode = 'boolean',
+  -- true: the project's .venv/venv may be used and its modules imported (default false;
+  -- set it in your own config, for projects you trust)
+  trustedWorkspace = 'boolean',
 }
 
 M.defaults = {
@@ -171,6 +174,14 @@ function M.resolve(user)
     error('adaptrack: option ghost_text.debounce_ms must be >= 0', 0)
   end
   return options
+end
+
+--- The server's working directory: this plugin's own folder, never the project.
+--- `python -m` puts the working directory first on `sys.path`, so a project's
+--- `queue.py` or `token.py` would run inside the server.
+function M.server_cwd()
+  local source = debug.getinfo(1, 'S').source:sub(2)
+  return vim.fn.fnamemodify(source, ':p:h')
 end
 
 --- The server command: `cmd`, else `<python> -m adaptrack_lsp serve <server_args>`.

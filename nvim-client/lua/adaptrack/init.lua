@@ -82,6 +82,7 @@ local function client_config(root)
   return {
     name = M.NAME,
     cmd = config.server_command(options),
+    cmd_cwd = config.server_cwd(),
     root_dir = root,
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
     init_options = options.server_settings,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from adaptrack_lsp.config import model_argument
+
 HELP = "complete FILE at LINE:COL (1-based; end of file when omitted) and print the candidates"
 
 _LOCATION = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+)$")
@@ -20,11 +22,16 @@ _LOCATION = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+)$")
 
 def add_arguments(parser) -> None:
     parser.add_argument("location", metavar="FILE[:LINE:COL]", help="file and 1-based cursor position")
-    parser.add_argument("--model", default=None, help="'tiny' (built-in, offline), a local folder or a hub id")
+    parser.add_argument("--model", default=None, type=model_argument, help="'tiny' (built-in, offline), a local folder or a hub id")
     parser.add_argument("--decoder", default=None, help="decoder name (default adaptrack)")
     parser.add_argument("--samples", type=int, default=1, help="1 = greedy; K > 1 = K samples, ranked")
     parser.add_argument("--python", default=None, help="interpreter whose installed packages define validity")
     parser.add_argument("--snapshot", default=None, help="API snapshot JSON instead of the live environment")
+    parser.add_argument(
+        "--trust-workspace",
+        action="store_true",
+        help="the working directory is trusted: use its .venv/venv and allow runtime introspection",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--multiline", action="store_true", help="complete a block, not just the line")
@@ -75,6 +82,8 @@ def build_settings(args):
     }
     if args.multiline:
         raw["multiline"] = True
+    if args.trust_workspace:
+        raw["trustedWorkspace"] = True
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
@@ -135,6 +144,8 @@ def run(args) -> int:
     packages = ", ".join(f"{name} {version}" for name, version in sorted(constraint.packages.items()))
     print(f"# {path}:{line or 'end'}:{col or ''} model={settings.model} decoder={settings.decoder}")
     print(f"# validity: {constraint.source} {constraint.environment or ''} {packages}".rstrip())
+    if constraint.reason:
+        print(f"# environment: {constraint.reason}")
     if not result.candidates:
         print(f"(no candidates: {result.status} {result.message})".rstrip())
     for rank, candidate in enumerate(result.candidates, 1):

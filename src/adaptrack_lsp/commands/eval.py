@@ -6,6 +6,8 @@ Writes ``results.jsonl`` (one line per item and decoder; a rerun skips finished 
 
 from __future__ import annotations
 
+from adaptrack_lsp.config import model_argument
+
 HELP = "headless evaluation: TFv1 / TFv1Real exact match and DSL exactness, with tables and plots"
 
 DATASETS = ("tfv1", "tfv1real", "dsl")
@@ -18,6 +20,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--model",
         default=None,
+        type=model_argument,
         help="'simulated' (the simulated-intent LM, no weights), 'tiny', a local model folder or a hub id "
         "(required for tfv1/tfv1real; dsl tasks carry their own tabular LM)",
     )

@@ -3,6 +3,8 @@
 import os
 import sys
 
+from adaptrack_lsp.config import model_argument
+
 HELP = "run the language server (stdio by default; --tcp binds 127.0.0.1)"
 
 
@@ -10,8 +12,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tcp", action="store_true", help="listen on TCP 127.0.0.1 instead of stdio")
     parser.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
     parser.add_argument(
+        "--token-file",
+        default=None,
+        help="with --tcp: where to write the generated connection token (mode 0600; default "
+        "$XDG_RUNTIME_DIR/adaptrack-lsp-PORT.token or the user cache dir); $ADAPTRACK_LSP_TOKEN "
+        "gives the token instead",
+    )
+    parser.add_argument(
         "--model",
         default=None,
+        type=model_argument,
         help="model to load unless the editor's settings name one ('tiny' = built-in offline model, "
         "a local folder or a Hugging Face hub id)",
     )
@@ -33,5 +43,5 @@ def run(args) -> int:
     if args.tcp and not 0 < args.port < 65536:
         raise SystemExit(f"--port must be between 1 and 65535, got {args.port}")
     settings = {"model": args.model} if args.model else None
-    serve(tcp=args.tcp, host="127.0.0.1", port=args.port, settings=settings)
+    serve(tcp=args.tcp, host="127.0.0.1", port=args.port, settings=settings, token_file=args.token_file)
     return 0

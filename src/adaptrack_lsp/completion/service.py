@@ -80,6 +80,8 @@ class ConstraintInfo:
     packages: dict[str, str] = field(default_factory=dict)
     #: why completions are not API-constrained although they should be ("" when fine)
     problem: str = ""
+    #: which environment validates completions and why it was chosen
+    reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -225,11 +227,7 @@ class CompletionService:
         """Adopt new settings; True when the model must be loaded again (a load of the
         same model fields already under way counts as loaded)."""
         reload = self.needs_reload(settings)
-        if (settings.python_path, settings.api_snapshot, settings.runtime_introspection) != (
-            self.settings.python_path,
-            self.settings.api_snapshot,
-            self.settings.runtime_introspection,
-        ):
+        if self._index_key(settings) != self._index_key(self.settings):
             with self._index_lock:
                 self._indexes.clear()
         self.settings = settings
@@ -316,12 +314,29 @@ class CompletionService:
                 self._generations[key] += 1
         self._worker.shutdown(wait=False, cancel_futures=True)
         self._index_worker.shutdown(wait=False, cancel_futures=True)
+        with self._index_lock:
+            indexes = [index for index, _ in self._indexes.values() if index is not None]
+            self._indexes.clear()
+        for index in indexes:  # stops runtime introspection workers (their process groups)
+            try:
+                index.close()
+            except Exception:
+                logger.debug("closing an API index failed", exc_info=True)
 
     # -- constraint -----------------------------------------------------------------------
+    def _index_key(self, settings: Settings) -> tuple:
+        return (
+            settings.python_path,
+            settings.api_snapshot,
+            settings.runtime_introspection,
+            settings.trusted_workspace,
+            self.workspace_root,
+        )
+
     def api_index(self, settings: Settings | None = None) -> tuple[Any, ConstraintInfo]:
         """(APIIndex or None, info) for the settings' environment, built once and cached."""
         settings = settings or self.settings
-        key = (settings.python_path, settings.api_snapshot, settings.runtime_introspection, self.workspace_root)
+        key = self._index_key(settings)
         with self._index_lock:
             cached = self._indexes.get(key)
             if cached is not None:
@@ -341,7 +356,9 @@ class CompletionService:
                 from adaptrack_lsp.constrainers.api_index import SnapshotIndex
 
                 index = SnapshotIndex(settings.api_snapshot)
-                return index, ConstraintInfo(source="snapshot", environment=str(settings.api_snapshot))
+                return index, ConstraintInfo(
+                    source="snapshot", environment=str(settings.api_snapshot), reason="setting apiSnapshot"
+                )
             from adaptrack_lsp.constrainers.api_index import JediIndex
 
             index = JediIndex(
@@ -349,13 +366,25 @@ class CompletionService:
                 workspace=self.workspace_root,
                 timeout_s=settings.timeout_ms / 1000.0,
                 runtime_introspection=settings.runtime_introspection,
+                trusted_workspace=settings.trusted_workspace,
             )
         except Exception as error:
             logger.warning("API index unavailable: %s", error)
             return None, ConstraintInfo(source="none", environment=settings.api_snapshot or settings.python_path, problem=str(error))
         if index.problem:
-            return None, ConstraintInfo(source="none", environment=settings.python_path, problem=index.problem)
-        return index, ConstraintInfo(source="jedi", environment=index.python)
+            return None, ConstraintInfo(
+                source="none", environment=settings.python_path, problem=index.problem, reason=index.describe()
+            )
+        return index, ConstraintInfo(source="jedi", environment=index.python, reason=index.describe())
+
+    def describe_constraint(self, settings: Settings | None = None) -> str:
+        """One line: which environment (or snapshot) validates completions, and why."""
+        index, info = self.api_index(settings)
+        if info.reason:
+            return info.reason
+        if info.problem:
+            return f"completions are not API-constrained ({info.problem})"
+        return f"API constraint: {info.source}"
 
     def token_constraint(self, plan, text: str, settings: Settings, view=None):
         """The id-level constraint for one prompt plan: API monitor AND the healing prefix.

@@ -58,6 +58,9 @@ class APIIndex(ABC):
         """Whether top-level `module` can be resolved (unresolvable roots are unconstrained)."""
         return self.members((module,)) is not None
 
+    def close(self) -> None:  # noqa: B027 - an optional hook: most indexes hold nothing to stop
+        """Stop background work and subprocesses (nothing by default)."""
+
 
 def path_exists(index: APIIndex, path: tuple[str, ...] | list[str]) -> bool | None:
     """Whether the dotted chain `path` (``("numpy", "prod")``) is valid in `index`.

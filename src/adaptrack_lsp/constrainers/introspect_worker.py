@@ -25,6 +25,9 @@ Modes:
   {"norm": ["function", false], ...}}`` or ``{"id": 1, "members": null, "error": "..."}``.
   ``{"op": "ping"}`` answers ``{"id": .., "pong": true, "python": "3.11.7"}``.
 - ``--walk PACKAGE [--max-depth N]``: print a snapshot JSON of the package's public API.
+- ``--limits as=BYTES,cpu=SECONDS,fsize=BYTES,core=0``: resource limits this process
+  sets on itself (POSIX ``resource``) before it imports anything it is asked about;
+  ``ping`` answers with the limits in force.
 """
 
 from __future__ import annotations
@@ -253,6 +256,7 @@ def handle(request: dict) -> dict:
     if op == "ping":
         answer["pong"] = True
         answer["python"] = "%d.%d.%d" % sys.version_info[:3]
+        answer["limits"] = dict(LIMITS_IN_FORCE)
         return answer
     if op == "members":
         path = [str(part) for part in request.get("path") or []]
@@ -286,6 +290,38 @@ def serve(stdin, stdout) -> None:
         stdout.flush()
 
 
+LIMITS_IN_FORCE = {}
+
+
+def apply_limits(spec):
+    """Set this process's resource limits from ``name=value,...`` (soft and hard).
+
+    Returns {name: value} of the limits that were set; a limit the platform refuses
+    (no ``resource`` module on Windows, RLIMIT_AS on some macOS versions) is left out.
+    A limit above the current hard limit is lowered to it."""
+    try:
+        import resource
+    except ImportError:
+        return {}
+    names = {"as": "RLIMIT_AS", "cpu": "RLIMIT_CPU", "fsize": "RLIMIT_FSIZE", "core": "RLIMIT_CORE"}
+    applied = {}
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        constant = getattr(resource, names.get(key.strip(), ""), None)
+        if constant is None:
+            continue
+        limit = int(value)
+        _, hard = resource.getrlimit(constant)
+        if hard != resource.RLIM_INFINITY and limit > hard:
+            limit = hard
+        try:
+            resource.setrlimit(constant, (limit, limit))
+        except (ValueError, OSError):
+            continue
+        applied[key.strip()] = limit
+    return applied
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -293,7 +329,9 @@ def main(argv=None) -> int:
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--walk", metavar="PACKAGE")
     parser.add_argument("--max-depth", type=int, default=8)
+    parser.add_argument("--limits", default="", help="as=BYTES,cpu=SECONDS,fsize=BYTES,core=0")
     args = parser.parse_args(argv)
+    LIMITS_IN_FORCE.update(apply_limits(args.limits))
     # Libraries print to stdout on import (e.g. banners): keep the protocol channel clean.
     protocol_out = sys.stdout
     sys.stdout = sys.stderr

@@ -5,6 +5,24 @@ interpreter, sends one JSON line per request and waits a bounded time for the an
 A request that runs past its time limit gets the process killed; a process that dies
 is restarted on the next request.  Meanwhile the answer is "unknown" (``None``
 members, ``transient=True``), never an exception and never a hang.
+
+Importing a module runs its code, so the worker is confined as far as an unprivileged
+process can be (POSIX):
+
+- environment: only `sandbox_environment` (PATH, locale, HOME/TMPDIR/XDG_* pointing at
+  the worker's own temporary directory); none of the server's variables (tokens,
+  credentials) are passed on; ``-I`` ignores PYTHON* variables, the user site and the
+  working directory;
+- working directory: a fresh temporary directory, deleted when the worker stops;
+- resource limits set by the worker on itself before any import: address space
+  `MEMORY_LIMIT_BYTES`, CPU time `CPU_LIMIT_S` (over the worker's life; past it the
+  worker is killed and restarted), file size `FILE_SIZE_LIMIT_BYTES`, no core files;
+- its own session and process group: on a timeout, on close and at server exit the
+  whole group is killed (SIGKILL), children included.
+
+What it does not restrict: network access, reading any file the user can read, writing
+files below the size limit anywhere the user can write, and a process that leaves the
+group (``setsid``/double fork) before it is killed.
 """
 
 from __future__ import annotations
@@ -15,7 +33,10 @@ import json
 import logging
 import os
 import queue
+import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 import weakref
@@ -32,6 +53,33 @@ WORKER_SCRIPT = Path(__file__).with_name("introspect_worker.py")
 #: after this many failures in a row (timeouts, crashes), wait before starting again
 MAX_CONSECUTIVE_FAILURES = 3
 RESTART_BACKOFF_S = 30.0
+
+#: resource limits of the worker (POSIX): address space, CPU seconds over its life,
+#: largest file it may write, core files
+MEMORY_LIMIT_BYTES = 8 * 1024**3
+CPU_LIMIT_S = 600
+FILE_SIZE_LIMIT_BYTES = 16 * 1024**2
+#: variables copied from the server's environment (nothing else is passed on)
+PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "SYSTEMROOT", "TZ")
+
+
+def limits_argument(
+    memory_bytes: int = MEMORY_LIMIT_BYTES, cpu_s: int = CPU_LIMIT_S, file_size_bytes: int = FILE_SIZE_LIMIT_BYTES
+) -> str:
+    """The worker's ``--limits`` value."""
+    return f"as={int(memory_bytes)},cpu={int(cpu_s)},fsize={int(file_size_bytes)},core=0"
+
+
+def sandbox_environment(home: str) -> dict[str, str]:
+    """The worker's environment variables: PATH and locale from the server, every
+    home/cache/temporary directory pointing at `home` (the worker's temporary dir)."""
+    env = {name: os.environ[name] for name in PASSED_VARIABLES if name in os.environ}
+    env.setdefault("PATH", os.defpath)
+    for name in ("HOME", "TMPDIR", "TEMP", "TMP", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "USERPROFILE"):
+        env[name] = home
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
 
 
 @dataclass(frozen=True)
@@ -58,11 +106,17 @@ class RuntimeIntrospector:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ):
+        """`command`, `cwd`, `env`: replace the sandboxed defaults (tests); by default the
+        worker runs in a temporary directory with `sandbox_environment` and the limits
+        of `limits_argument`."""
         self.python = python
         self.timeout_s = float(timeout_s)
-        self.command = list(command) if command else [python, "-I", str(WORKER_SCRIPT), "--serve"]
+        self.command = (
+            list(command) if command else [python, "-I", str(WORKER_SCRIPT), "--serve", "--limits", limits_argument()]
+        )
         self.cwd = cwd
-        self.env = dict(env) if env is not None else {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        self.env = dict(env) if env is not None else None
+        self._sandbox_dir: str | None = None
         self.restarts = 0  # processes started after the first one
         self._started_once = False
         self._process: subprocess.Popen | None = None
@@ -83,6 +137,12 @@ class RuntimeIntrospector:
 
     def _start(self) -> None:
         lines: queue.Queue = queue.Queue()
+        cwd, env = self.cwd, self.env
+        if cwd is None or env is None:
+            if self._sandbox_dir is None:
+                self._sandbox_dir = tempfile.mkdtemp(prefix="adaptrack-introspect-")
+            cwd = cwd if cwd is not None else self._sandbox_dir
+            env = env if env is not None else sandbox_environment(self._sandbox_dir)
         process = subprocess.Popen(
             self.command,
             stdin=subprocess.PIPE,
@@ -92,8 +152,9 @@ class RuntimeIntrospector:
             encoding="utf-8",
             errors="replace",
             bufsize=1,
-            cwd=self.cwd,
-            env=self.env,
+            cwd=cwd,
+            env=env,
+            start_new_session=_POSIX,  # its own process group, killed as a whole
         )
         threading.Thread(target=_pump, args=(process.stdout, lines.put), daemon=True).start()
         tail = self._stderr_tail
@@ -103,7 +164,7 @@ class RuntimeIntrospector:
         self._started_once = True
         self._process, self._lines = process, lines
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _kill, [process])
+        self._finalizer = weakref.finalize(self, _kill, [process], self._sandbox_dir)
         log.debug("introspection worker started (pid %d): %s", process.pid, " ".join(self.command))
 
     def _stop(self) -> None:
@@ -112,8 +173,12 @@ class RuntimeIntrospector:
             _kill([process])
 
     def close(self) -> None:
+        """Kill the worker's process group and delete its temporary directory."""
         with self._lock:
             self._stop()
+            if self._sandbox_dir is not None:
+                shutil.rmtree(self._sandbox_dir, ignore_errors=True)
+                self._sandbox_dir = None
 
     def _failed(self, reason: str) -> IntrospectionAnswer:
         self._consecutive_failures += 1
@@ -176,6 +241,11 @@ class RuntimeIntrospector:
         answer, _ = self.request({"op": "ping"}, timeout_s)
         return answer.get("python") if answer else None
 
+    def limits(self, timeout_s: float | None = None) -> dict[str, int] | None:
+        """The resource limits in force in the worker ({} where the platform has none)."""
+        answer, _ = self.request({"op": "ping"}, timeout_s)
+        return dict(answer.get("limits") or {}) if answer else None
+
     def members(self, path: Sequence[str], extra: Sequence[str] = (), timeout_s: float | None = None) -> IntrospectionAnswer:
         """Public members of `path` in the worker's environment."""
         answer, failure = self.request({"op": "members", "path": list(path), "extra": sorted(set(extra))}, timeout_s)
@@ -198,12 +268,24 @@ def _pump(stream, put) -> None:
         put(None)
 
 
-def _kill(holder: list) -> None:
+_POSIX = os.name == "posix"
+
+
+def _kill(holder: list, sandbox_dir: str | None = None) -> None:
+    """Kill the worker and everything in its process group (also after the worker
+    itself exited: what it started may still run)."""
     process = holder[0]
-    if process is None or process.poll() is not None:
-        return
-    process.kill()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover - kill -9 does not wait long
-        pass
+    if process is not None:
+        if _POSIX:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if process.poll() is None:
+            process.kill()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - kill -9 does not wait long
+            pass
+    if sandbox_dir is not None:
+        shutil.rmtree(sandbox_dir, ignore_errors=True)

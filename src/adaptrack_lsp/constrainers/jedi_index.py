@@ -76,28 +76,46 @@ def _venv_python(venv: Path) -> Path | None:
     return None
 
 
-def find_python(python: str | os.PathLike | None = None, workspace: str | os.PathLike | None = None) -> tuple[str | None, str, str]:
+FOUND_BY_SETTING = "setting"
+
+
+def workspace_environment(workspace: str | os.PathLike | None) -> tuple[str, str] | None:
+    """(folder name, interpreter) of the workspace's ``.venv`` or ``venv``, if any."""
+    if workspace:
+        for name in (".venv", "venv"):
+            found = _venv_python(Path(workspace) / name)
+            if found is not None:
+                return name, str(found)
+    return None
+
+
+def find_python(
+    python: str | os.PathLike | None = None,
+    workspace: str | os.PathLike | None = None,
+    trusted_workspace: bool = False,
+) -> tuple[str | None, str, str]:
     """(interpreter, how it was found, problem) for the environment to index.
 
     Order: the explicit `python` (an interpreter or a virtualenv directory), the
-    workspace's ``.venv`` or ``venv``, ``$VIRTUAL_ENV``, the server's own interpreter.
-    An explicit path that does not exist is a problem, not a silent fallback.
+    workspace's ``.venv`` or ``venv`` *only when the workspace is trusted* (an opened
+    folder must not choose the interpreter that the server runs), ``$VIRTUAL_ENV``, the
+    server's own interpreter.  An explicit path that does not exist is a problem, not a
+    silent fallback.
     """
     if python:
         path = Path(python).expanduser()
         if path.is_dir():
             found = _venv_python(path)
             if found is None:
-                return None, "setting", f"no python interpreter in environment directory {path}"
-            return str(found), "setting", ""
+                return None, FOUND_BY_SETTING, f"no python interpreter in environment directory {path}"
+            return str(found), FOUND_BY_SETTING, ""
         if not path.is_file():
-            return None, "setting", f"python interpreter not found: {path}"
-        return str(path), "setting", ""
-    if workspace:
-        for name in (".venv", "venv"):
-            found = _venv_python(Path(workspace) / name)
-            if found is not None:
-                return str(found), f"workspace {name}", ""
+            return None, FOUND_BY_SETTING, f"python interpreter not found: {path}"
+        return str(path), FOUND_BY_SETTING, ""
+    if trusted_workspace:
+        found_in_workspace = workspace_environment(workspace)
+        if found_in_workspace is not None:
+            return found_in_workspace[1], f"workspace {found_in_workspace[0]} (trusted workspace)", ""
     virtual_env = os.environ.get("VIRTUAL_ENV")
     if virtual_env:
         found = _venv_python(Path(virtual_env))
@@ -228,18 +246,36 @@ class JediIndex(APIIndex):
         runtime_introspection: bool = True,
         cache_dir: Any = DEFAULT_CACHE,
         runtime_timeout_s: float = 60.0,
+        trusted_workspace: bool = False,
     ):
         """`timeout_s`: how long `members` waits for an answer that is not cached yet.
+        `trusted_workspace`: whether the user trusts the workspace (its ``.venv`` is
+        used, and modules may be imported by runtime introspection); runtime
+        introspection runs only in a trusted workspace or an explicitly configured
+        environment (`runtime_introspection_allowed`).
         `runtime_timeout_s`: hard limit of one introspection request (the worker is
         killed past it).  `cache_dir`: directory of the on-disk cache; the default is
         the user cache dir, None disables the on-disk cache."""
         self.timeout_s = float(timeout_s)
         self.runtime_timeout_s = float(runtime_timeout_s)
-        self.runtime_introspection = bool(runtime_introspection)
         self.workspace = str(workspace) if workspace else None
-        self.python, self.found_by, self.problem = find_python(python, workspace)
+        self.trusted_workspace = bool(trusted_workspace)
+        self.python, self.found_by, self.problem = find_python(python, workspace, self.trusted_workspace)
+        self.note = ""
+        passed_over = None if (python or self.trusted_workspace) else workspace_environment(workspace)
+        if passed_over is not None:
+            self.note = (
+                f"the workspace's {passed_over[0]} is not used because the workspace is not trusted "
+                "(trust the workspace, or set pythonPath)"
+            )
+        self.configured = self.found_by == FOUND_BY_SETTING
+        #: imports in the analysed environment: only where the user trusts it
+        self.runtime_introspection_allowed = self.configured or self.trusted_workspace
+        self.runtime_introspection = bool(runtime_introspection) and self.runtime_introspection_allowed
         if self.problem:
             log.warning("API index: %s; completions are not API-constrained", self.problem)
+        else:
+            log.info("API index: %s", self.describe())
         if cache_dir is DEFAULT_CACHE:
             cache_dir = default_cache_dir() / "api-index"
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -277,6 +313,21 @@ class JediIndex(APIIndex):
         if versions:
             return ", ".join(f"{name} {version}" for name, version in sorted(versions.items()))
         return f"python environment {self.python}"
+
+    def describe(self) -> str:
+        """Which environment validates completions, and why (for the status and log)."""
+        if self.problem:
+            return f"no environment ({self.problem}); completions are not API-constrained"
+        text = f"environment {self.python} ({self.found_by})"
+        if self.runtime_introspection:
+            text += "; runtime introspection on (sandboxed)"
+        elif not self.runtime_introspection_allowed:
+            text += "; runtime introspection off (workspace not trusted)"
+        else:
+            text += "; runtime introspection off"
+        if self.note:
+            text += f"; {self.note}"
+        return text
 
     def packages(self) -> dict[str, str]:
         with self._lock:
@@ -407,7 +458,15 @@ class JediIndex(APIIndex):
             return
         import jedi
 
-        environment = jedi.create_environment(self.python, safe=False)
+        try:
+            environment = jedi.create_environment(self.python, safe=self._needs_safety_check())
+        except jedi.InvalidPythonEnvironment as error:
+            self.problem = (
+                f"the interpreter {self.python} ({self.found_by}) is not used: {error} "
+                "(set pythonPath to name it explicitly)"
+            )
+            log.warning("API index: %s; completions are not API-constrained", self.problem)
+            raise
         self._python_version = ".".join(str(v) for v in environment.version_info[:3])
         self._sys_path = [p for p in environment.get_sys_path() if p]
         real = os.path.realpath(environment.executable)
@@ -420,7 +479,7 @@ class JediIndex(APIIndex):
         if self._introspector is None:
             from adaptrack_lsp.constrainers.introspection import RuntimeIntrospector
 
-            self._introspector = RuntimeIntrospector(self.python, timeout_s=self.runtime_timeout_s, cwd=self.workspace)
+            self._introspector = RuntimeIntrospector(self.python, timeout_s=self.runtime_timeout_s)
         return self._introspector
 
     def _distribution_versions(self) -> dict[str, str]:
@@ -467,10 +526,35 @@ class JediIndex(APIIndex):
 
     # ------------------------------------------------------------------ disk cache
 
+    def _needs_safety_check(self) -> bool:
+        """An interpreter the user did not name must pass jedi's safety check (owned by
+        root, or a known system interpreter) before it is run at all, as in jedi,
+        jedi-language-server and pylsp; the server's own interpreter is already running."""
+        return not self.configured and self.found_by != "server interpreter"
+
+    def _refuse_unsafe(self) -> bool:
+        """True (and `problem` set) when the interpreter fails jedi's safety check."""
+        if not self._needs_safety_check():
+            return False
+        from jedi.api.environment import InvalidPythonEnvironment, _assert_safe
+
+        try:
+            _assert_safe(self.python, True)
+        except (InvalidPythonEnvironment, OSError) as error:
+            self.problem = (
+                f"the interpreter {self.python} ({self.found_by}) is not used: {error} "
+                "(set pythonPath to name it explicitly)"
+            )
+            log.warning("API index: %s; completions are not API-constrained", self.problem)
+            return True
+        return False
+
     def _ensure_facts(self) -> bool:
         """Ask the interpreter for its version and sys.path (once, time-limited); False
-        (and `problem` set) when it does not answer."""
+        (and `problem` set) when it does not answer or is refused by the safety check."""
         if self._facts is None and not self.problem:
+            if self._refuse_unsafe():
+                return False
             try:
                 facts = probe_environment(self.python, self.probe_timeout_s)
             except EnvironmentProbeError as error:

@@ -11,6 +11,11 @@ children in the snapshot (a class, a function, a module the snapshot did not wal
 that is not in it at all is *unknown* (None): the snapshot only constrains what it
 walked.  `tensorflow_v1_setting` gives the paper's TF v1 setting: the
 ``tensorflow.compat.v1.X`` names of a TF 2.x snapshot as ``tensorflow.X``.
+
+Snapshot files come from outside (a setting, a file in a repository), so reading one is
+bounded: at most `MAX_SNAPSHOT_BYTES` of JSON text (after gzip decompression, read in
+chunks, so a gzip bomb stops at the cap) and at most `MAX_SNAPSHOT_NAMES` names; past
+either limit `read_snapshot` raises `SnapshotError` naming the limit.
 """
 
 from __future__ import annotations
@@ -24,28 +29,58 @@ from typing import Any
 
 from adaptrack_lsp.constrainers.api_index import APIIndex, Member
 
+#: largest snapshot read, in bytes of JSON text (decompressed); the bundled TensorFlow
+#: 2.21 snapshot is about 1 MB
+MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+#: most dotted names in one snapshot (the bundled TensorFlow 2.21 snapshot has ~10,000)
+MAX_SNAPSHOT_NAMES = 1_000_000
+_CHUNK = 1024 * 1024
+
 
 class SnapshotError(ValueError):
     """A snapshot file that cannot be read or does not have the snapshot format."""
 
 
-def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
+def _read_capped(handle, limit: int, path: Path) -> bytes:
+    """At most `limit` bytes from `handle`; SnapshotError when there is more."""
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = handle.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise SnapshotError(
+                f"snapshot {path} is larger than {limit // (1024 * 1024)} MiB of JSON"
+                f"{' once decompressed' if path.name.endswith('.gz') else ''}; not read "
+                "(a snapshot of one package is a few MB)"
+            )
+
+
+def read_snapshot(
+    path: str | os.PathLike, *, max_bytes: int = MAX_SNAPSHOT_BYTES, max_names: int = MAX_SNAPSHOT_NAMES
+) -> dict[str, Any]:
+    """The snapshot in `path` (``.json`` or ``.json.gz``), validated and within the caps."""
     path = Path(path)
     try:
         if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                data = json.load(handle)
+            with gzip.open(path, "rb") as handle:
+                raw = _read_capped(handle, max_bytes, path)
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            with open(path, "rb") as handle:
+                raw = _read_capped(handle, max_bytes, path)
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise SnapshotError(f"snapshot not found: {path}") from None
     except (OSError, ValueError, EOFError) as error:
         raise SnapshotError(f"cannot read snapshot {path}: {error}") from None
-    validate_snapshot(data, str(path))
+    validate_snapshot(data, str(path), max_names=max_names)
     return data
 
 
-def validate_snapshot(data: Any, origin: str = "snapshot") -> None:
+def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = MAX_SNAPSHOT_NAMES) -> None:
     if not isinstance(data, dict):
         raise SnapshotError(f"{origin}: expected a JSON object")
     for field in ("package", "root"):
@@ -54,6 +89,8 @@ def validate_snapshot(data: Any, origin: str = "snapshot") -> None:
     names = data.get("names")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise SnapshotError(f"{origin}: 'names' must be a list of dotted names")
+    if len(names) > max_names:
+        raise SnapshotError(f"{origin}: {len(names):,} names, more than the limit of {max_names:,}; not read")
     kinds = data.get("kinds", {})
     if not isinstance(kinds, dict):
         raise SnapshotError(f"{origin}: 'kinds' must be an object")

@@ -106,6 +106,8 @@ class AdaptrackServer(LanguageServer):
         self.service: CompletionService | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pending_problems: list[str] = []
+        #: run at `exit`, which ends the process without unwinding (no finally, no atexit)
+        self.exit_cleanups: list[Callable[[], None]] = []
         self._progress_ids = itertools.count(1)
         self._load_lock = threading.Lock()
         self._status: tuple[str, str] | None = None
@@ -144,6 +146,14 @@ class AdaptrackServer(LanguageServer):
 
     def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.call_soon(self.window_log_message, types.LogMessageParams(type=kind, message=message))
+
+    def report_environment(self) -> None:
+        """Log which environment validates completions, and why (workspace trust)."""
+        try:
+            if self.service is not None:
+                self.log_message(f"adaptrack: API constraint from {self.service.describe_constraint()}")
+        except Exception:
+            logger.exception("describing the API environment failed")
 
     def report_problems(self, problems: list[str]) -> None:
         for problem in problems:
@@ -351,6 +361,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             if ls.service is None:
                 ls.service = ls.service_factory(ls.settings)
             await ls.start_model_load()
+            ls.report_environment()
         except Exception as error:
             logger.exception("starting the model load failed")
             ls.send_status("error", f"could not start loading the model: {error}")
@@ -365,6 +376,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
                 return
             if ls.service.update_settings(settings):
                 await ls.start_model_load()
+            ls.report_environment()
         except Exception:
             logger.exception("didChangeConfiguration failed")
 
@@ -426,6 +438,9 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
         to write: the shutdown answer has been sent and the service holds no user data."""
         if ls.service is not None:
             ls.service.close()
+        for cleanup in ls.exit_cleanups:  # e.g. the --tcp token file
+            with contextlib.suppress(Exception):
+                cleanup()
         logging.shutdown()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
@@ -435,13 +450,22 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
     return server
 
 
-def serve(tcp: bool = False, host: str = "127.0.0.1", port: int = 2087, settings: dict | None = None) -> None:
-    """Run the server on stdio (default) or TCP bound to `host` (127.0.0.1)."""
+def serve(
+    tcp: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 2087,
+    settings: dict | None = None,
+    token_file: str | None = None,
+) -> None:
+    """Run the server on stdio (default) or TCP bound to `host` (127.0.0.1), where the
+    client must authenticate with a token (`lsp_server.tcp`)."""
     server = create_server()
     if settings:
         server.settings, problems = parse_settings(settings, server.settings)
         server.pending_problems.extend(problems)
     if tcp:
-        server.start_tcp(host, port)
+        from adaptrack_lsp.lsp_server import tcp as tcp_transport
+
+        tcp_transport.start(server, host, port, token_file)
     else:
         server.start_io()

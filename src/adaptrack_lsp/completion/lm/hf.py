@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -43,6 +42,7 @@ from adaptrack_lsp.completion.lm.base import (
     PromptInfo,
 )
 from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.config import is_hub_id
 
 log = logging.getLogger(__name__)
 
@@ -438,9 +438,6 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
         raise ModelError(f"unknown dtype {dtype!r}; choose auto, {', '.join(_DTYPES)}") from None
 
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -460,18 +457,63 @@ def _choose_cpu_threads(model, device) -> None:
         torch.set_num_threads(1)
 
 
+#: files of a hub model that loading needs (weights are safetensors only)
+HUB_MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja")
+
+
+def resolve_model_source(name_or_path: str, relative_to: str | os.PathLike | None = None) -> tuple[str, bool]:
+    """(what to load, whether it is a local folder) for a model setting.
+
+    ``tiny`` is the built-in model; a hub id (`is_hub_id`) stays a hub id; anything else
+    is a path.  A relative path resolves against `relative_to` (the directory the user's
+    configuration is relative to, e.g. the shell's directory for a command-line
+    argument), never against the server's working directory: without `relative_to` it
+    is an error."""
+    if name_or_path == "tiny":
+        from adaptrack_lsp.completion.lm.tiny import tiny_model_path
+
+        return str(tiny_model_path()), True
+    if is_hub_id(name_or_path):
+        return name_or_path, False
+    path = Path(name_or_path).expanduser()
+    if not path.is_absolute():
+        if relative_to is None:
+            raise ModelError(
+                f"model path {name_or_path!r} is relative; give an absolute path (or ~/...) in the settings: "
+                "relative paths are not resolved against the server's working directory"
+            )
+        path = Path(relative_to).expanduser() / path
+    if not path.exists():
+        raise ModelError(f"model path {str(path)!r} does not exist; {OFFLINE_FIX}")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ModelError(f"{path} is not a model folder (it has no config.json)")
+    return str(path), True
+
+
+def _hub_snapshot(repo_id: str, local_only: bool, trust_remote_code: bool) -> str:
+    """The absolute folder of a hub model in the Hugging Face cache (downloaded unless
+    `local_only`).  Loading from this folder, not from the id, is what keeps a folder
+    named like the id in the working directory from being loaded instead."""
+    from huggingface_hub import snapshot_download
+
+    patterns = list(HUB_MODEL_FILES) + (["*.py"] if trust_remote_code else [])
+    return snapshot_download(repo_id, allow_patterns=patterns, local_files_only=local_only)
+
+
 def load_model(
     name_or_path: str,
     device: str = "auto",
     dtype: str = "auto",
     trust_remote_code: bool = False,
     kv_cache: str = "auto",
+    relative_to: str | os.PathLike | None = None,
     **options: Any,
 ) -> HFLanguageModel:
     """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
 
     `kv_cache`: ``auto`` (static buffers on CUDA, dynamic elsewhere), ``static`` or
-    ``dynamic`` (see `static_cache`).  `options` go to `HFLanguageModel` (max_context,
+    ``dynamic`` (see `static_cache`).  `relative_to`: the directory a relative model
+    path resolves against (see `resolve_model_source`).  `options` go to `HFLanguageModel` (max_context,
     max_cached_prompts, ...).  Raises `ModelError` with a message naming the fix when
     the model cannot be loaded.
     """
@@ -483,32 +525,19 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, torch_device)
     static = use_static_cache(kv_cache, torch_device)
     local_only = _offline()
-    if name_or_path == "tiny":
-        from adaptrack_lsp.completion.lm.tiny import tiny_model_path
-
-        source = str(tiny_model_path())
-        local = True
-    else:
-        path = Path(name_or_path).expanduser()
-        local = path.exists()
-        if local:
-            if not path.is_dir() or not (path / "config.json").is_file():
-                raise ModelError(f"{path} is not a model folder (it has no config.json)")
-            source = str(path)
-        elif _HUB_ID.match(name_or_path) and not name_or_path.startswith("."):
-            source = name_or_path
-        else:
-            raise ModelError(f"model path {name_or_path!r} does not exist; {OFFLINE_FIX}")
+    source, local = resolve_model_source(name_or_path, relative_to)
     try:
+        if not local:
+            source = _hub_snapshot(source, local_only, trust_remote_code)
         tokenizer = AutoTokenizer.from_pretrained(
-            source, trust_remote_code=trust_remote_code, local_files_only=local_only or local
+            source, trust_remote_code=trust_remote_code, local_files_only=True
         )
         model = AutoModelForCausalLM.from_pretrained(
             source,
             use_safetensors=True,
             trust_remote_code=trust_remote_code,
             dtype=torch_dtype,
-            local_files_only=local_only or local,
+            local_files_only=True,
         )
     except ModelError:
         raise

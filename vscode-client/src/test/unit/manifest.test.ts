@@ -4,7 +4,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import { CLIENT_DEFAULTS, SERVER_DEFAULTS } from '../../settings';
+import { CLIENT_DEFAULTS, CLIENT_PROVIDED_SETTINGS, SERVER_DEFAULTS } from '../../settings';
 
 const root = path.resolve(__dirname, '..', '..', '..');
 const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
@@ -25,6 +25,10 @@ const properties: Record<string, Record<string, unknown>> = manifest.contributes
 
 test('every server and client setting is contributed with the same default', () => {
   for (const [name, value] of Object.entries({ ...SERVER_DEFAULTS, ...CLIENT_DEFAULTS })) {
+    if ((CLIENT_PROVIDED_SETTINGS as readonly string[]).includes(name)) {
+      assert.ok(!properties[`adaptrack.${name}`], `adaptrack.${name} is filled in by the client and must not be a setting`);
+      continue;
+    }
     const property = properties[`adaptrack.${name}`];
     assert.ok(property, `adaptrack.${name} is not contributed`);
     assert.deepEqual(property.default, value, `default of adaptrack.${name}`);

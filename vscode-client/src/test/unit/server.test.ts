@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 
-import { buildServerLaunch, describeLaunch, FALLBACK_INTERPRETER, resolveInterpreter } from '../../server';
+import { buildServerLaunch, describeLaunch, FALLBACK_INTERPRETER, NEUTRAL_CWD, resolveInterpreter } from '../../server';
+import * as fs from 'node:fs';
 
 test('the serverInterpreter setting wins over the Python extension', () => {
   const resolved = resolveInterpreter({
@@ -49,7 +50,7 @@ test('the setting expands ${workspaceFolder}', () => {
   assert.equal(resolved.interpreter, '/w/.venv/bin/python');
 });
 
-test('launch: python -m adaptrack_lsp serve, extra args after serve, cwd = workspace, unbuffered', () => {
+test('launch: python -m adaptrack_lsp serve, extra args after serve, cwd never the workspace, unbuffered', () => {
   const launch = buildServerLaunch({
     serverInterpreter: '/venv/bin/python',
     serverArgs: ['-v', '--log-file', '/tmp/a.log'],
@@ -58,7 +59,7 @@ test('launch: python -m adaptrack_lsp serve, extra args after serve, cwd = works
   });
   assert.equal(launch.command, '/venv/bin/python');
   assert.deepEqual(launch.args, ['-m', 'adaptrack_lsp', 'serve', '-v', '--log-file', '/tmp/a.log']);
-  assert.equal(launch.cwd, '/w');
+  assert.equal(launch.cwd, NEUTRAL_CWD);
   assert.deepEqual(launch.env, { PATH: '/usr/bin', PYTHONUNBUFFERED: '1' });
   assert.ok(!launch.args.includes('--stdio'), 'the server speaks stdio by default; no extra flag');
   assert.equal(describeLaunch(launch), '/venv/bin/python -m adaptrack_lsp serve -v --log-file /tmp/a.log (interpreter from setting)');
@@ -67,6 +68,14 @@ test('launch: python -m adaptrack_lsp serve, extra args after serve, cwd = works
 test('launch inherits this process environment by default', () => {
   const launch = buildServerLaunch({ serverInterpreter: null, serverArgs: [] });
   assert.equal(launch.env.PATH, process.env.PATH);
-  assert.equal(launch.cwd, undefined);
+  assert.equal(launch.cwd, NEUTRAL_CWD);
   assert.equal(launch.interpreterSource, 'fallback');
+});
+
+test('the working directory holds no Python module that `python -m` could import in place of the standard library', () => {
+  // python -m puts the working directory first on sys.path: a workspace token.py would run in the server
+  const launch = buildServerLaunch({ serverInterpreter: null, serverArgs: [], pathContext: { workspaceFolder: '/w' } });
+  assert.notEqual(launch.cwd, '/w');
+  const pythonFiles = fs.readdirSync(launch.cwd as string).filter((name) => name.endsWith('.py') || name.endsWith('.pth'));
+  assert.deepEqual(pythonFiles, []);
 });

@@ -25,6 +25,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     model: 'Qwen/Qwen2.5-Coder-1.5B',
     device: 'auto',
     dtype: 'auto',
+    kvCache: 'auto',
     decoder: 'adaptrack',
     listDecoder: 'exact',
     temperature: 0,
@@ -38,7 +39,15 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     timeoutMs: 3000,
     multiline: false,
     trustRemoteCode: false,
+    trustedWorkspace: false,
   });
+});
+
+test('trustedWorkspace is VS Code workspace trust, never a configured value', () => {
+  const fromFile = readSettings(config({ trustedWorkspace: true }));
+  assert.equal(toInitializationOptions(fromFile).trustedWorkspace, false, 'a settings file cannot grant trust');
+  assert.equal(toInitializationOptions(fromFile, { workspaceTrusted: true }).trustedWorkspace, true);
+  assert.equal(toDidChangeConfigurationParams(fromFile, { workspaceTrusted: false }).settings.adaptrack.trustedWorkspace, false);
 });
 
 test('client-only settings never reach the server', () => {
@@ -70,7 +79,7 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  assert.deepEqual(options, { ...values, pythonPath: null, apiSnapshot: null });
+  assert.deepEqual(options, { ...values, kvCache: 'auto', pythonPath: null, apiSnapshot: null, trustedWorkspace: false });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
