@@ -179,6 +179,9 @@ class Settings:
 
     #: fields whose change needs the model to be loaded again
     MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "trust_remote_code")
+    #: fields the editor client fills in itself (VS Code: from workspace trust), never
+    #: offered as an editor setting
+    CLIENT_PROVIDED_FIELDS = ("trusted_workspace",)
 
     def model_key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.MODEL_FIELDS)
@@ -325,5 +328,6 @@ def settings_schema() -> dict[str, Any]:
         check = spec.metadata.get("check")
         entry.update(getattr(check, "schema", {}))
         entry["restartsModel"] = name in Settings.MODEL_FIELDS
+        entry["clientProvided"] = name in Settings.CLIENT_PROVIDED_FIELDS
         properties[to_camel(name)] = entry
     return {"type": "object", "title": "adaptrack-lsp server settings", "properties": properties}

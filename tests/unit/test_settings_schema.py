@@ -41,9 +41,12 @@ def test_schema_knows_every_setting_with_type_default_and_choices():
 def test_vscode_contributions_follow_the_schema():
     properties = json.loads((ROOT / "vscode-client" / "package.json").read_text())["contributes"]["configuration"]["properties"]
     contributed = {key.removeprefix("adaptrack."): value for key, value in properties.items()}
-    missing = sorted(set(SCHEMA) - set(contributed))
+    offered = {name: entry for name, entry in SCHEMA.items() if not entry["clientProvided"]}
+    missing = sorted(set(offered) - set(contributed))
     assert not missing, f"vscode-client/package.json lacks adaptrack.{missing}"
-    for name, entry in SCHEMA.items():
+    provided = sorted(set(SCHEMA) - set(offered))
+    assert not set(provided) & set(contributed), f"package.json offers client-provided settings {provided}"
+    for name, entry in offered.items():
         mine = contributed[name]
         assert mine["default"] == entry["default"], f"package.json adaptrack.{name}: default {mine['default']!r} != {entry['default']!r}"
         mine_types = {"number" if t == "integer" else t for t in (mine["type"] if isinstance(mine["type"], list) else [mine["type"]])}
