@@ -532,7 +532,8 @@ class CompletionService:
 
         `mode` "inline": ghost text — greedy at temperature 0 (one candidate), otherwise
         `numSamples` samples at `temperature`.  "list": `numSamples` samples at
-        max(temperature, 1.0), i.e. exact samples of P(s|c) under the constraint.
+        max(temperature, 1.0) with `listDecoder` (default `exact`: exact samples of
+        P(s|c) under the constraint, per request).
         Raises `CompletionCancelled` when `cancelled()` turns true between LM calls.
         `document` names the prompt cache slot of the model (one per document).
         Without a `seed` the samples are seeded from the text, the cursor and the mode:

@@ -18,9 +18,9 @@ running.  What this module owns besides the conversions:
   document makes the older one return an empty result);
 - robustness against malformed JSON-RPC (`GuardedProtocol`).
 
-Completion lists sample `numSamples` times at max(temperature, 1.0) (exact samples of
-the constrained distribution), de-duplicate and rank by model probability; ghost text
-is greedy at temperature 0 (the default).
+Completion lists sample `numSamples` times at max(temperature, 1.0) with `listDecoder`
+(default `exact`: exact samples of the constrained distribution), de-duplicate and rank
+by model probability; ghost text uses `decoder`, greedy at temperature 0 (the default).
 """
 
 from __future__ import annotations
