@@ -78,6 +78,17 @@ def _between(low: float, high: float) -> Callable[[float], str | None]:
     return check
 
 
+#: lowest temperature above 0: below it the scaled log-probabilities overflow (and the
+#: distribution is the greedy one anyway)
+MIN_TEMPERATURE = 1e-3
+
+
+def _temperature(value: float) -> str | None:
+    if value == 0.0 or (math.isfinite(value) and MIN_TEMPERATURE <= value <= 10.0):
+        return None
+    return f"must be 0 (greedy) or between {MIN_TEMPERATURE:g} and 10"
+
+
 def _top_p(value: float) -> str | None:
     if not math.isfinite(value) or not 0.0 < value <= 1.0:
         return "must be in (0, 1]"
@@ -106,7 +117,7 @@ class Settings:
     #: any name of `adaptrack_lsp.completion.decoders.DECODERS`
     decoder: str = _validated("adaptrack", _decoder)
     #: 0 = greedy ghost text; completion lists sample at max(temperature, 1.0)
-    temperature: float = _validated(0.0, _between(0.0, 10.0))
+    temperature: float = _validated(0.0, _temperature)
     num_samples: int = _validated(5, _between(1, 64))
     max_new_tokens: int = _validated(48, _between(1, 1024))
     #: None = unbounded backtracking (exact AdapTrack)

@@ -269,6 +269,13 @@ class CompletionService:
         key = (settings.python_path, settings.api_snapshot, settings.runtime_introspection, self.workspace_root)
         with self._index_lock:
             cached = self._indexes.get(key)
+            if cached is not None and cached[0] is not None and getattr(cached[0], "problem", ""):
+                # the environment failed after the index was made (e.g. it stopped answering)
+                index = cached[0]
+                cached = self._indexes[key] = (
+                    None,
+                    ConstraintInfo(source="none", environment=getattr(index, "python", None), problem=index.problem),
+                )
             if cached is not None:
                 return cached
             index, info = self._make_index(settings)
@@ -310,8 +317,10 @@ class CompletionService:
         from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
         from adaptrack_lsp.constrainers.base import Unconstrained
 
+        from adaptrack_lsp.constrainers.clean_text import CleanText
+
         index, info = self.api_index(settings)
-        parts = []
+        parts = [] if settings.decoder == "unconstrained" else [CleanText()]
         if plan.heal_text:
             from adaptrack_lsp.constrainers.compose import ForcedPrefix
 

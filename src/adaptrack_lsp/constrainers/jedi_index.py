@@ -226,6 +226,10 @@ class JediIndex(APIIndex):
         self.runtime_introspection = bool(runtime_introspection)
         self.workspace = str(workspace) if workspace else None
         self.python, self.found_by, self.problem = find_python(python, workspace)
+        if not self.problem and self.python and os.path.realpath(self.python) != os.path.realpath(sys.executable):
+            from adaptrack_lsp.constrainers.interpreter_check import check_interpreter
+
+            self.problem = check_interpreter(self.python)
         if self.problem:
             log.warning("API index: %s; completions are not API-constrained", self.problem)
         if cache_dir is DEFAULT_CACHE:
@@ -343,7 +347,15 @@ class JediIndex(APIIndex):
             return
         import jedi
 
-        environment = jedi.create_environment(self.python, safe=False)
+        from adaptrack_lsp.constrainers.interpreter_check import ENVIRONMENT_TIMEOUT_S, call_with_time_limit
+
+        try:
+            environment = call_with_time_limit(
+                lambda: jedi.create_environment(self.python, safe=False), ENVIRONMENT_TIMEOUT_S, f"starting {self.python}"
+            )
+        except Exception as error:  # the service drops the constraint and says why
+            self.problem = f"jedi cannot use the python interpreter {self.python}: {error}"
+            raise
         self._python_version = ".".join(str(v) for v in environment.version_info[:3])
         self._sys_path = [p for p in environment.get_sys_path() if p]
         real = os.path.realpath(environment.executable)

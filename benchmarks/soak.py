@@ -1,0 +1,122 @@
+"""Memory of the language server over a long session.
+
+Starts `adaptrack-lsp serve` over stdio with the built-in tiny model, opens 20 documents
+(different imports, sizes and cursor places) and runs rounds: in each round every
+document is edited (`didChange`, the whole text: a line typed at a place that moves) and
+gets one completion request (inline and list requests alternate).  The server's resident
+memory (RSS) is sampled after every round.  Validity comes from the live environment
+(jedi) unless `--snapshot` is given.
+
+    python benchmarks/soak.py [--rounds 40] [--documents 20] [--warmup-rounds 10]
+
+Last line: ``rss_growth_mb_after_warmup=... last_half_growth_mb=... requests=...``:
+growth from the end of the warm-up rounds to the end, and over the last half of the
+rounds (goal: <= 100 MB and flat, i.e. the last half grows by a small fraction of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lsp_latency import StdioPeer, inline_params, numpy_snapshot, position_of  # noqa: E402
+
+IMPORTS = [
+    "import numpy as np",
+    "import os\nimport os.path as osp",
+    "import json\nimport collections",
+    "import numpy as np\nimport numpy.linalg as la",
+    "from collections import OrderedDict\nimport re",
+]
+TYPED = ["x = np.", "p = os.path.", "d = json.", "v = la.", "m = re.", "q = collections."]
+
+
+def document(index: int) -> str:
+    lines = [IMPORTS[index % len(IMPORTS)], ""]
+    for i in range(20 + 15 * (index % 7)):
+        lines.append(f"def step_{index}_{i}(values, scale={i}):")
+        lines.append(f"    total = sum(v * scale for v in values)  # document {index}")
+        lines.append("    return total")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--documents", type=int, default=20)
+    parser.add_argument("--warmup-rounds", type=int, default=10)
+    parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--snapshot", action="store_true", help="validity from a numpy snapshot instead of jedi")
+    args = parser.parse_args(argv)
+    if not 0 < args.warmup_rounds < args.rounds:
+        parser.error("--warmup-rounds must be between 1 and --rounds - 1")
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    folder = Path(tempfile.mkdtemp(prefix="adaptrack-soak-"))
+    settings = {"model": "tiny", "maxNewTokens": args.max_new_tokens, "numSamples": 3, "timeoutMs": 60000}
+    if args.snapshot:
+        settings["apiSnapshot"] = numpy_snapshot(folder)
+    peer = StdioPeer([sys.executable, "-m", "adaptrack_lsp", "serve"], env)
+    process = psutil.Process(peer.process.pid)
+    started = time.perf_counter()
+    try:
+        peer.request("initialize", {"processId": os.getpid(), "rootUri": folder.as_uri(), "capabilities": {}, "initializationOptions": settings})
+        peer.notify("initialized", {})
+        status = peer.wait_status()
+        if status["state"] != "ready":
+            print(f"model did not load: {status['message']}", file=sys.stderr)
+            return 1
+        uris = [(folder / f"soak_{i}.py").as_uri() for i in range(args.documents)]
+        texts = [document(i) for i in range(args.documents)]
+        versions = [1] * args.documents
+        for uri, text in zip(uris, texts):
+            peer.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+        rss_mb = [process.memory_info().rss / 2**20]
+        print(f"model ready, {args.documents} documents open: rss {rss_mb[0]:.0f} MB")
+        requests = 0
+        for round_index in range(args.rounds):
+            for doc, uri in enumerate(uris):
+                # type a line at a place that moves through the file
+                text = texts[doc]
+                lines = text.split("\n")
+                where = 2 + (round_index * 7 + doc) % (len(lines) - 3)
+                typed = TYPED[(round_index + doc) % len(TYPED)]
+                edited = "\n".join(lines[:where] + [typed] + lines[where:])
+                versions[doc] += 1
+                peer.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": versions[doc]}, "contentChanges": [{"text": edited}]})
+                line, column = position_of(edited, len("\n".join(lines[:where])) + 1 + len(typed))
+                if (round_index + doc) % 2:
+                    _, response = peer.request("textDocument/inlineCompletion", inline_params(uri, line, column))
+                else:
+                    _, response = peer.request("textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": column}})
+                if "error" in response:
+                    raise RuntimeError(f"request failed: {response['error']}")
+                requests += 1
+                if round_index % 5 == 4:  # now and then the edit stays (documents change over time)
+                    texts[doc] = edited
+            rss_mb.append(process.memory_info().rss / 2**20)
+            print(f"round {round_index + 1}: {requests} requests, rss {rss_mb[-1]:.0f} MB, {time.perf_counter() - started:.0f} s", flush=True)
+        warm = rss_mb[args.warmup_rounds]
+        half = rss_mb[len(rss_mb) // 2]
+        growth = rss_mb[-1] - warm
+        last_half = rss_mb[-1] - half
+        print(
+            f"rss_start_mb={rss_mb[0]:.0f} rss_end_mb={rss_mb[-1]:.0f} requests={requests} documents={args.documents} "
+            f"seconds={time.perf_counter() - started:.0f} last_half_growth_mb={last_half:.1f} "
+            f"rss_growth_mb_after_warmup={growth:.1f}"
+        )
+    finally:
+        peer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
