@@ -249,3 +249,19 @@ def test_an_unusable_python_path_is_told_and_completions_still_come(tmp_path, ki
         assert len([m for m in shown(client) if expected in m]) == 1, shown(client)
     finally:
         client.close()
+
+
+# -- item 12: reading stdin does not start threads ------------------------------------------
+def test_a_burst_of_messages_starts_no_thread(modelless):
+    import psutil
+
+    assert answers(modelless)
+    process = psutil.Process(modelless.process.pid)
+    time.sleep(1.0)
+    before = process.num_threads()
+    burst = b"".join(frame(json.dumps({"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}}).encode()) for _ in range(50))
+    for _ in range(60):
+        modelless.write(burst)
+        time.sleep(0.005)
+    assert answers(modelless)
+    assert process.num_threads() <= before, (before, process.num_threads())

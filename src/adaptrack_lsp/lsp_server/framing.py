@@ -191,6 +191,19 @@ class FramedReader:
                 return
 
 
+def _raw_reader(stream: BinaryIO) -> Callable[[int], bytes]:
+    """`os.read` on the stream's file descriptor when it has one: a daemon thread blocked
+    in a buffered reader holds the buffer's lock, and Python aborts at exit when it
+    cannot take that lock ("could not acquire lock ... at interpreter shutdown")."""
+    import os
+
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return getattr(stream, "read1", stream.read)
+    return lambda size: os.read(descriptor, size)
+
+
 class StdinChunks:
     """Chunks of a binary stream, read by one dedicated daemon thread.
 
@@ -211,8 +224,9 @@ class StdinChunks:
         self._queue = asyncio.Queue()
         queue = self._queue
 
+        read = _raw_reader(self._stream)
+
         def read_forever() -> None:
-            read = getattr(self._stream, "read1", self._stream.read)
             while True:
                 try:
                     chunk = read(self._chunk_bytes)

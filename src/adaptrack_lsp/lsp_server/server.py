@@ -106,6 +106,20 @@ class GuardedProtocol(LanguageServerProtocol):
         except Exception:
             logger.exception("failed to handle a message")
 
+    def _handle_notification(self, method_name, params):
+        # pygls files the future of every coroutine or generator notification handler
+        # (didOpen, didChange, ...) under a fresh id and never removes it: one entry per
+        # notification for the life of the server.  Drop them once they are done.
+        futures = self._request_futures
+        before = set(futures)
+        super()._handle_notification(method_name, params)
+        for key in set(futures) - before:
+            future = futures[key]
+            if future.done():
+                futures.pop(key, None)
+            else:
+                future.add_done_callback(lambda _, key=key: futures.pop(key, None))
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
         result = yield from super().lsp_initialize(params)
