@@ -64,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"model": "tiny", "maxNewTokens": args.max_new_tokens, "numSamples": 3, "timeoutMs": 60000}
     if args.snapshot:
         settings["apiSnapshot"] = numpy_snapshot(folder)
-    peer = StdioPeer([sys.executable, "-m", "adaptrack_lsp", "serve"], env)
+    command = [sys.executable, "-m", "adaptrack_lsp", "serve"]
+    if os.environ.get("SOAK_SERVER_COMMAND"):  # e.g. a wrapper that traces allocations
+        command = os.environ["SOAK_SERVER_COMMAND"].split()
+    peer = StdioPeer(command, env)
     process = psutil.Process(peer.process.pid)
     started = time.perf_counter()
     try:

@@ -95,3 +95,16 @@ def test_missing_header_and_binary_garbage_are_skipped_up_to_the_next_message():
 def test_end_of_input_inside_a_body_ends_the_stream():
     bodies, _ = read_all(frame(message(1)) + b"Content-Length: 100\r\n\r\n{\"a\"")
     assert bodies == [message(1)]
+
+
+def test_stream_readers_are_framed_too():
+    async def run() -> list[bytes]:
+        stream = asyncio.StreamReader()
+        stream.feed_data(b"garbage" + frame(message(1), b"CONTENT-LENGTH"))
+        stream.feed_eof()
+        reader = FramedReader.for_stream(stream)
+        header = await reader.readline()
+        await reader.readline()
+        return [await reader.readexactly(int(header.split(b":")[1])), await reader.readline()]
+
+    assert asyncio.run(run()) == [message(1), b""]

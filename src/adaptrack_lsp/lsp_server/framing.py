@@ -67,6 +67,11 @@ class FramedReader:
         self._eof = False
         self._pending: list[bytes] = []  # lines and the body of the next clean frame
 
+    @classmethod
+    def for_stream(cls, stream, **kwargs) -> FramedReader:
+        """A framer over an `asyncio.StreamReader` (a TCP connection)."""
+        return cls(lambda: stream.read(CHUNK_BYTES), **kwargs)
+
     # -- the interface run_async uses -----------------------------------------------------
     async def readline(self) -> bytes:
         if not self._pending:

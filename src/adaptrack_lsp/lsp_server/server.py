@@ -396,7 +396,7 @@ def completion_list(result: CompletionResult | None, server: AdaptrackServer, ur
     if located is None:
         return types.CompletionList(is_incomplete=True, items=[])
     document, text, offset = located
-    line_start = text.rfind("\n", 0, offset) + 1
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
     word = _WORD_TAIL.search(text[line_start:offset]).group(0)
     start = document.client_position_at_offset(offset - len(word)) if word else position
     edit_range = types.Range(start=start, end=position)
