@@ -129,6 +129,15 @@ def test_requests_after_shutdown_get_invalid_request_and_exit_is_clean(modelless
 def test_exit_without_shutdown_exits_with_code_1(modelless):
     modelless.notify("exit")
     assert modelless.process.wait(timeout=20) == 1
+    # also right after `initialize` (pygls swallowed the exit code: the process ended with 0)
+    client = RawClient(env=offline_env())
+    try:
+        client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": {"model": "/nonexistent"}})
+        client.notify("exit")
+        assert client.process.wait(timeout=20) == 1
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
 
 
 # -- item 11: LSP line breaks -------------------------------------------------------------------
