@@ -8,7 +8,6 @@ tiny model.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 import textwrap

@@ -316,7 +316,6 @@ class CompletionService:
         answer that was not ready last time may be ready now (the index caches)."""
         from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
         from adaptrack_lsp.constrainers.base import Unconstrained
-
         from adaptrack_lsp.constrainers.clean_text import CleanText
 
         index, info = self.api_index(settings)
