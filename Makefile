@@ -41,6 +41,7 @@ bench: install-dev
 	$(PY) benchmarks/constraint_mask.py
 	$(PY) benchmarks/lsp_latency.py
 	$(PY) benchmarks/decoding_overhead.py
+	$(PY) benchmarks/soak.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules
