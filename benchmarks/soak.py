@@ -9,9 +9,10 @@ memory (RSS) is sampled after every round.  Validity comes from the live environ
 
     python benchmarks/soak.py [--rounds 40] [--documents 20] [--warmup-rounds 10]
 
-Last line: ``rss_growth_mb_after_warmup=... last_half_growth_mb=... requests=...``:
-growth from the end of the warm-up rounds to the end, and over the last half of the
-rounds (goal: <= 100 MB and flat, i.e. the last half grows by a small fraction of it).
+Last line: ``... last_half_growth_mb=... last_quarter_growth_mb=...
+rss_growth_mb_after_warmup=...``: growth from the end of the warm-up rounds to the end,
+over the last half and over the last quarter of the rounds (goal: <= 100 MB after the
+warm-up, and levelling off: the last quarter grows by a small fraction of it).
 """
 
 from __future__ import annotations
@@ -111,9 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         half = rss_mb[len(rss_mb) // 2]
         growth = rss_mb[-1] - warm
         last_half = rss_mb[-1] - half
+        last_quarter = rss_mb[-1] - rss_mb[(3 * len(rss_mb)) // 4]
         print(
             f"rss_start_mb={rss_mb[0]:.0f} rss_end_mb={rss_mb[-1]:.0f} requests={requests} documents={args.documents} "
             f"seconds={time.perf_counter() - started:.0f} last_half_growth_mb={last_half:.1f} "
+            f"last_quarter_growth_mb={last_quarter:.1f} "
             f"rss_growth_mb_after_warmup={growth:.1f}"
         )
     finally:
