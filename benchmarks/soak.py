@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--documents", type=int, default=20)
     parser.add_argument("--warmup-rounds", type=int, default=10)
     parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--num-samples", type=int, default=3)
     parser.add_argument("--snapshot", action="store_true", help="validity from a numpy snapshot instead of jedi")
     args = parser.parse_args(argv)
     if not 0 < args.warmup_rounds < args.rounds:
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     folder = Path(tempfile.mkdtemp(prefix="adaptrack-soak-"))
-    settings = {"model": "tiny", "maxNewTokens": args.max_new_tokens, "numSamples": 3, "timeoutMs": 60000}
+    settings = {"model": "tiny", "maxNewTokens": args.max_new_tokens, "numSamples": args.num_samples, "timeoutMs": 60000}
     if args.snapshot:
         settings["apiSnapshot"] = numpy_snapshot(folder)
     command = [sys.executable, "-m", "adaptrack_lsp", "serve"]
