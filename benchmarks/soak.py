@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--documents", type=int, default=20)
     parser.add_argument("--warmup-rounds", type=int, default=10)
-    parser.add_argument("--max-new-tokens", type=int, default=8)
-    parser.add_argument("--num-samples", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--num-samples", type=int, default=5)
     parser.add_argument("--snapshot", action="store_true", help="validity from a numpy snapshot instead of jedi")
     args = parser.parse_args(argv)
     if not 0 < args.warmup_rounds < args.rounds:

@@ -184,6 +184,9 @@ class CompletionService:
         self._indexes: dict[tuple, tuple[Any, ConstraintInfo]] = {}
         self._index_lock = threading.Lock()
         self._closed = False
+        from adaptrack_lsp.completion.memory import FreeMemoryReleaser
+
+        self._memory = FreeMemoryReleaser()
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -408,6 +411,8 @@ class CompletionService:
                 )
             except CompletionCancelled:
                 raise CompletionCancelled("superseded" if superseded() else "cancelled") from None
+            finally:
+                self._memory.after_request()  # the request's prefix tree is garbage now
 
         return self._worker.submit(job)
 
