@@ -12,13 +12,15 @@ memory (RSS) is sampled after every round.  Validity comes from the live environ
 Last line: ``... last_half_growth_mb=... last_quarter_growth_mb=...
 rss_growth_mb_after_warmup=...``: growth from the end of the warm-up rounds to the end,
 over the last half and over the last quarter of the rounds (goal: <= 100 MB after the
-warm-up, and levelling off: the last quarter grows by a small fraction of it).
+warm-up, and flat over the last half).  Each RSS level is the median of the 5 samples
+ending at that round, since single samples saw-tooth with the memory release.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -109,13 +111,18 @@ def main(argv: list[str] | None = None) -> int:
                     texts[doc] = edited
             rss_mb.append(process.memory_info().rss / 2**20)
             print(f"round {round_index + 1}: {requests} requests, rss {rss_mb[-1]:.0f} MB, {time.perf_counter() - started:.0f} s", flush=True)
-        warm = rss_mb[args.warmup_rounds]
-        half = rss_mb[len(rss_mb) // 2]
-        growth = rss_mb[-1] - warm
-        last_half = rss_mb[-1] - half
-        last_quarter = rss_mb[-1] - rss_mb[(3 * len(rss_mb)) // 4]
+        def level(round_number: int) -> float:
+            """RSS around a round: the median of the 5 samples ending there (the release
+            of finished requests' memory makes single samples saw-toothed)."""
+            return statistics.median(rss_mb[max(1, round_number - 4) : round_number + 1])
+
+        rounds = args.rounds
+        growth = level(rounds) - level(args.warmup_rounds)
+        last_half = level(rounds) - level(rounds // 2)
+        last_quarter = level(rounds) - level((3 * rounds) // 4)
         print(
-            f"rss_start_mb={rss_mb[0]:.0f} rss_end_mb={rss_mb[-1]:.0f} requests={requests} documents={args.documents} "
+            f"rss_start_mb={rss_mb[0]:.0f} rss_end_mb={rss_mb[-1]:.0f} rss_peak_mb={max(rss_mb):.0f} "
+            f"requests={requests} documents={args.documents} "
             f"seconds={time.perf_counter() - started:.0f} last_half_growth_mb={last_half:.1f} "
             f"last_quarter_growth_mb={last_quarter:.1f} "
             f"rss_growth_mb_after_warmup={growth:.1f}"
