@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import gc
 
+from test_service import make_service
+
 from adaptrack_lsp.completion.memory import FreeMemoryReleaser
 from adaptrack_lsp.completion.tree import Node
-from test_service import make_service
 
 
 def live_nodes() -> int:
