@@ -108,3 +108,8 @@ def test_stream_readers_are_framed_too():
         return [await reader.readexactly(int(header.split(b":")[1])), await reader.readline()]
 
     assert asyncio.run(run()) == [message(1), b""]
+
+
+def test_empty_message_is_answered_and_skipped():
+    bodies, errors = read_all(b"Content-Length: 0\r\n\r\n" + frame(message(1)))
+    assert bodies == [message(1)] and len(errors) == 1 and errors[0][1]

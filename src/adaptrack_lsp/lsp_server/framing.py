@@ -141,6 +141,9 @@ class FramedReader:
             self._skip(start, "no Content-Length header")
             self._report_skipped()
             del self._buffer[: end - start]
+            if length == 0:  # pygls' loop would read the empty body as the end of input
+                self._on_error("a message with Content-Length 0 is skipped", True)
+                continue
             if length > self.max_message_bytes:
                 self._on_error(
                     f"a message of {length} bytes exceeds the limit of {self.max_message_bytes} bytes "
