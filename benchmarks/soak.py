@@ -9,11 +9,11 @@ memory (RSS) is sampled after every round.  Validity comes from the live environ
 
     python benchmarks/soak.py [--rounds 40] [--documents 20] [--warmup-rounds 10]
 
-Last line: ``... last_half_growth_mb=... last_quarter_growth_mb=...
-rss_growth_mb_after_warmup=...``: growth from the end of the warm-up rounds to the end,
-over the last half and over the last quarter of the rounds (goal: <= 100 MB after the
-warm-up, and flat over the last half).  Each RSS level is the median of the 5 samples
-ending at that round, since single samples saw-tooth with the memory release.
+Last line: ``... last_half_growth_mb=... last_half_slope_mb_per_100_requests=...
+rss_growth_mb_after_warmup=...``: growth from the end of the warm-up rounds to the end
+and over the last half (each level is the median of the 5 samples ending at that round:
+single samples saw-tooth with the memory release), and the least-squares slope of RSS
+over the last half (goal: <= 100 MB after the warm-up, and a slope near 0).
 """
 
 from __future__ import annotations
@@ -119,12 +119,17 @@ def main(argv: list[str] | None = None) -> int:
         rounds = args.rounds
         growth = level(rounds) - level(args.warmup_rounds)
         last_half = level(rounds) - level(rounds // 2)
-        last_quarter = level(rounds) - level((3 * rounds) // 4)
+        # least-squares slope of RSS over the last half, per 100 requests (flat: near 0)
+        xs = list(range(rounds // 2, rounds + 1))
+        ys = [rss_mb[x] for x in xs]
+        mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
+        slope_per_100 = slope * 100 / args.documents
         print(
             f"rss_start_mb={rss_mb[0]:.0f} rss_end_mb={rss_mb[-1]:.0f} rss_peak_mb={max(rss_mb):.0f} "
             f"requests={requests} documents={args.documents} "
             f"seconds={time.perf_counter() - started:.0f} last_half_growth_mb={last_half:.1f} "
-            f"last_quarter_growth_mb={last_quarter:.1f} "
+            f"last_half_slope_mb_per_100_requests={slope_per_100:.1f} "
             f"rss_growth_mb_after_warmup={growth:.1f}"
         )
     finally:
