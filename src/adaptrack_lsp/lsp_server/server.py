@@ -70,6 +70,11 @@ class GuardedProtocol(LanguageServerProtocol):
 
     _initialize_seen = False
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: ids of notification futures that finished, removed at the next notification
+        self._finished_notifications: set[str] = set()
+
     def structure_message(self, data):
         try:
             return super().structure_message(data)
@@ -110,7 +115,13 @@ class GuardedProtocol(LanguageServerProtocol):
         # pygls files the future of every coroutine or generator notification handler
         # (didOpen, didChange, ...) under a fresh id and never removes it: one entry per
         # notification for the life of the server.  Drop them once they are done.
+        # (Removal is deferred for futures still running: pygls cancels them while it
+        # iterates over the table at `shutdown`.)
         futures = self._request_futures
+        finished = self._finished_notifications
+        for key in list(finished):
+            finished.discard(key)
+            futures.pop(key, None)
         before = set(futures)
         super()._handle_notification(method_name, params)
         for key in set(futures) - before:
@@ -118,7 +129,7 @@ class GuardedProtocol(LanguageServerProtocol):
             if future.done():
                 futures.pop(key, None)
             else:
-                future.add_done_callback(lambda _, key=key: futures.pop(key, None))
+                future.add_done_callback(lambda _, key=key: finished.add(key))
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
