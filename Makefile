@@ -42,6 +42,7 @@ bench: install-dev
 	$(PY) benchmarks/lsp_latency.py
 	$(PY) benchmarks/decoding_overhead.py
 	$(PY) benchmarks/cold_start.py
+	$(PY) benchmarks/soak.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules

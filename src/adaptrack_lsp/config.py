@@ -121,6 +121,18 @@ def _between(low: float, high: float) -> Callable[[float], str | None]:
     return check
 
 
+#: lowest temperature above 0: below it the scaled log-probabilities overflow (and the
+#: distribution is the greedy one anyway)
+MIN_TEMPERATURE = 1e-3
+
+
+@_schema(minimum=0, maximum=10)
+def _temperature(value: float) -> str | None:
+    if value == 0.0 or (math.isfinite(value) and MIN_TEMPERATURE <= value <= 10.0):
+        return None
+    return f"must be 0 (greedy) or between {MIN_TEMPERATURE:g} and 10"
+
+
 @_schema(exclusiveMinimum=0, maximum=1)
 def _top_p(value: float) -> str | None:
     if not math.isfinite(value) or not 0.0 < value <= 1.0:
@@ -155,7 +167,7 @@ class Settings:
     #: completion lists: `exact` samples P(s | c) exactly, per sample
     list_decoder: str = _validated("exact", _decoder)
     #: 0 = greedy ghost text; completion lists sample at max(temperature, 1.0)
-    temperature: float = _validated(0.0, _between(0.0, 10.0))
+    temperature: float = _validated(0.0, _temperature)
     num_samples: int = _validated(5, _between(1, 64))
     max_new_tokens: int = _validated(48, _between(1, 1024))
     #: None = unbounded backtracking (exact AdapTrack)

@@ -8,11 +8,12 @@
  */
 import type * as vscode from 'vscode';
 
-export type ServerState = 'disabled' | 'starting' | 'loading' | 'ready' | 'error' | 'stopped';
+export type ServerState = 'disabled' | 'starting' | 'loading' | 'ready' | 'degraded' | 'error' | 'stopped';
 
 /** Params of the server's `adaptrack/status` notification. */
 export interface StatusNotification {
-  state: 'loading' | 'ready' | 'error';
+  /** degraded: completions come but are not checked against the installed APIs */
+  state: 'loading' | 'ready' | 'degraded' | 'error';
   message: string;
 }
 
@@ -53,7 +54,7 @@ export class StatusModel {
   applyNotification(params: unknown): void {
     const candidate = params as Partial<StatusNotification> | null;
     const state = candidate?.state;
-    if (state !== 'loading' && state !== 'ready' && state !== 'error') {
+    if (state !== 'loading' && state !== 'ready' && state !== 'degraded' && state !== 'error') {
       this.set('error', `malformed ${STATUS_NOTIFICATION} notification: ${JSON.stringify(params)}`);
       return;
     }
@@ -98,6 +99,8 @@ export class StatusModel {
       }
       case 'ready':
         return { text: '$(check) adaptrack', tooltip: `adaptrack: ready${detail}`, isError: false };
+      case 'degraded':
+        return { text: '$(warning) adaptrack', tooltip: `adaptrack: completions not checked against the installed APIs${detail}`, isError: false };
       case 'error':
         return { text: '$(error) adaptrack', tooltip: `adaptrack: error${detail} (click for logs)`, isError: true };
       case 'starting':

@@ -224,7 +224,7 @@ function M.pending(buf)
   return ghost.pending(buf)
 end
 
---- Server state: 'stopped' | 'starting' | 'loading' | 'ready' | 'error', and its message.
+--- Server state: 'stopped' | 'starting' | 'loading' | 'ready' | 'degraded' | 'error', and its message.
 function M.status()
   return status.state, status.message
 end

@@ -7,7 +7,7 @@ local M = {}
 
 M.LOADING_TITLE = 'adaptrack: loading model'
 
-M.state = 'stopped' -- 'stopped' | 'starting' | 'loading' | 'ready' | 'error'
+M.state = 'stopped' -- 'stopped' | 'starting' | 'loading' | 'ready' | 'degraded' | 'error'
 M.message = ''
 M.percentage = nil
 
@@ -34,10 +34,10 @@ function M.set(state, message)
   changed()
 end
 
---- Handler of `adaptrack/status` ({state = 'loading'|'ready'|'error', message = string}).
+--- Handler of `adaptrack/status` ({state = 'loading'|'ready'|'degraded'|'error', message = string}).
 function M.handle_notification(_, params)
   local state = type(params) == 'table' and params.state or nil
-  if state ~= 'loading' and state ~= 'ready' and state ~= 'error' then
+  if state ~= 'loading' and state ~= 'ready' and state ~= 'degraded' and state ~= 'error' then
     M.set('error', 'malformed adaptrack/status notification: ' .. vim.inspect(params))
     return
   end

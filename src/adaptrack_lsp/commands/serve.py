@@ -25,6 +25,12 @@ def add_arguments(parser) -> None:
         help="model to load unless the editor's settings name one ('tiny' = built-in offline model, "
         "a local folder or a Hugging Face hub id)",
     )
+    parser.add_argument(
+        "--max-message-mb",
+        type=float,
+        default=64,
+        help="largest JSON-RPC message accepted, in MiB (default 64); larger ones are answered with an error and skipped",
+    )
 
 
 def quiet_progress_bars_off_terminal(stderr=None) -> None:
@@ -42,6 +48,14 @@ def run(args) -> int:
 
     if args.tcp and not 0 < args.port < 65536:
         raise SystemExit(f"--port must be between 1 and 65535, got {args.port}")
+    if not args.max_message_mb > 0:
+        raise SystemExit(f"--max-message-mb must be positive, got {args.max_message_mb}")
     settings = {"model": args.model} if args.model else None
-    serve(tcp=args.tcp, host="127.0.0.1", port=args.port, settings=settings, token_file=args.token_file)
-    return 0
+    return serve(
+        tcp=args.tcp,
+        host="127.0.0.1",
+        port=args.port,
+        settings=settings,
+        token_file=args.token_file,
+        max_message_bytes=int(args.max_message_mb * 2**20),
+    )

@@ -209,6 +209,9 @@ class CompletionService:
         self._warm_texts: dict[str, str] = {}
         self._warm_futures: dict[str, concurrent.futures.Future] = {}
         self._requested_key: tuple | None = None
+        from adaptrack_lsp.completion.memory import FreeMemoryReleaser
+
+        self._memory = FreeMemoryReleaser()
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -339,6 +342,13 @@ class CompletionService:
         key = self._index_key(settings)
         with self._index_lock:
             cached = self._indexes.get(key)
+            if cached is not None and cached[0] is not None and getattr(cached[0], "problem", ""):
+                # the environment failed after the index was made (e.g. it stopped answering)
+                index = cached[0]
+                cached = self._indexes[key] = (
+                    None,
+                    ConstraintInfo(source="none", environment=getattr(index, "python", None), problem=index.problem),
+                )
             if cached is not None:
                 return cached
             index, info = self._make_index(settings)
@@ -386,21 +396,23 @@ class CompletionService:
             return f"completions are not API-constrained ({info.problem})"
         return f"API constraint: {info.source}"
 
-    def token_constraint(self, plan, text: str, settings: Settings, view=None):
+    def token_constraint(self, plan, text: str, settings: Settings, view=None, clean: bool = True):
         """The id-level constraint for one prompt plan: API monitor AND the healing prefix.
 
         A fresh monitor per request: monitors cache "unknown" answers, and an index
         answer that was not ready last time may be ready now (the index caches).
-        `view`: what the monitor asks instead of the index (a `ReadyOnlyIndex`)."""
+        `view`: what the monitor asks instead of the index (a `ReadyOnlyIndex`).  `clean`:
+        also forbid control characters and U+FFFD (`CleanText`; off for `unconstrained`)."""
         from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
         from adaptrack_lsp.constrainers.base import Unconstrained
+        from adaptrack_lsp.constrainers.clean_text import CleanText
 
         index, info = self.api_index(settings)
         if index is not None and index.problem:
             index, info = None, dataclasses.replace(info, source="none", environment=info.environment, problem=index.problem)
         elif index is not None and view is not None:
             index = view
-        parts = []
+        parts = [CleanText()] if clean else []
         if plan.heal_text:
             from adaptrack_lsp.constrainers.compose import ForcedPrefix
 
@@ -512,6 +524,8 @@ class CompletionService:
                 )
             except CompletionCancelled:
                 raise CompletionCancelled("superseded" if superseded() else "cancelled") from None
+            finally:
+                self._memory.after_request()  # the request's prefix tree is garbage now
 
         return self._worker.submit(job)
 
@@ -630,7 +644,7 @@ class CompletionService:
             if builder.heal != heal:
                 builder = dataclasses.replace(builder, heal=heal)
             plan = builder.build(text, offset, multiline=settings.multiline)
-            constraint, info = self.token_constraint(plan, text, settings, view)
+            constraint, info = self.token_constraint(plan, text, settings, view, clean=decoder_name != "unconstrained")
             if mode == "inline" and settings.temperature <= 0.0:
                 temperature, samples = 0.0, 1
             elif mode == "inline":

@@ -272,6 +272,15 @@ class JediIndex(APIIndex):
         #: imports in the analysed environment: only where the user trusts it
         self.runtime_introspection_allowed = self.configured or self.trusted_workspace
         self.runtime_introspection = bool(runtime_introspection) and self.runtime_introspection_allowed
+        if (
+            not self.problem
+            and self.python
+            and os.path.realpath(self.python) != os.path.realpath(sys.executable)
+            and not self._refuse_unsafe()  # nothing the user did not name runs before jedi's safety check
+        ):
+            from adaptrack_lsp.constrainers.interpreter_check import check_interpreter
+
+            self.problem = check_interpreter(self.python)
         if self.problem:
             log.warning("API index: %s; completions are not API-constrained", self.problem)
         else:
@@ -458,13 +467,23 @@ class JediIndex(APIIndex):
             return
         import jedi
 
+        from adaptrack_lsp.constrainers.interpreter_check import ENVIRONMENT_TIMEOUT_S, call_with_time_limit
+
         try:
-            environment = jedi.create_environment(self.python, safe=self._needs_safety_check())
+            environment = call_with_time_limit(
+                lambda: jedi.create_environment(self.python, safe=self._needs_safety_check()),
+                ENVIRONMENT_TIMEOUT_S,
+                f"starting {self.python}",
+            )
         except jedi.InvalidPythonEnvironment as error:
             self.problem = (
                 f"the interpreter {self.python} ({self.found_by}) is not used: {error} "
                 "(set pythonPath to name it explicitly)"
             )
+            log.warning("API index: %s; completions are not API-constrained", self.problem)
+            raise
+        except Exception as error:  # the service drops the constraint and says why
+            self.problem = f"jedi cannot use the python interpreter {self.python}: {error}"
             log.warning("API index: %s; completions are not API-constrained", self.problem)
             raise
         self._python_version = ".".join(str(v) for v in environment.version_info[:3])

@@ -16,7 +16,11 @@ running.  What this module owns besides the conversions:
   (the asyncio task is cancelled, decoding stops between LM calls, the client gets
   RequestCancelled) and supersession (a newer request of the same kind for the same
   document makes the older one return an empty result);
-- robustness against malformed JSON-RPC (`GuardedProtocol`).
+- robustness against malformed JSON-RPC (`GuardedProtocol`, and `framing.FramedReader`
+  for stdio: message size cap, resynchronisation after bad frames);
+- the LSP lifecycle: one `initialize`, `InvalidRequest` after `shutdown`, exit code 1
+  for `exit` without `shutdown`;
+- telling the user when completions fail or lose their constraint (`health.py`).
 
 Completion lists sample `numSamples` times at max(temperature, 1.0) with `listDecoder`
 (default `exact`: exact samples of the constrained distribution), de-duplicate and rank
@@ -37,9 +41,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from adaptrack_lsp import __version__
 from adaptrack_lsp.completion.service import (
@@ -50,6 +55,9 @@ from adaptrack_lsp.completion.service import (
     ServiceNotReady,
 )
 from adaptrack_lsp.config import Settings, parse_settings
+from adaptrack_lsp.lsp_server.documents import LspWorkspace
+from adaptrack_lsp.lsp_server.framing import DEFAULT_MAX_MESSAGE_BYTES
+from adaptrack_lsp.lsp_server.health import CompletionHealth
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +67,21 @@ _WORD_TAIL = re.compile(r"\w*\Z")
 
 
 class GuardedProtocol(LanguageServerProtocol):
-    """pygls' protocol, hardened against malformed messages.
+    """pygls' protocol, hardened against malformed messages and lifecycle misuse.
 
-    A request whose params cannot be structured gets a JSON-RPC error response (pygls
-    alone would drop it without an answer); messages that are not JSON-RPC objects are
-    logged and ignored.
+    A request whose params cannot be structured gets a JSON-RPC error response naming
+    the offending field (pygls alone would drop it without an answer); messages that
+    are not JSON-RPC objects are logged and ignored.  A second `initialize` and any
+    request after `shutdown` get `InvalidRequest` (pygls would replace the session, or
+    drop the request without an answer).
     """
+
+    _initialize_seen = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: ids of notification futures that finished, removed at the next notification
+        self._finished_notifications: set[str] = set()
 
     def structure_message(self, data):
         try:
@@ -72,7 +89,10 @@ class GuardedProtocol(LanguageServerProtocol):
         except JsonRpcException as error:
             message_id = data.get("id") if isinstance(data, dict) else None
             if isinstance(data, dict) and "method" in data and _valid_id(message_id):
-                self._send_response(message_id, error=error.to_response_error())
+                response = error.to_response_error()
+                if isinstance(error, JsonRpcInvalidParams):
+                    response.message = f"invalid params for {data.get('method')}: {_describe_structure_error(error)}"
+                self._send_response(message_id, error=response)
             logger.warning("dropping malformed message: %s", error)
             return _Ignored()
 
@@ -82,10 +102,62 @@ class GuardedProtocol(LanguageServerProtocol):
         if not hasattr(message, "jsonrpc"):
             logger.warning("ignoring a message that is not a JSON-RPC object: %.200r", message)
             return
+        method = getattr(message, "method", None)
+        message_id = getattr(message, "id", None)
+        is_request = method is not None and _valid_id(message_id)
+        if is_request and self._shutdown and method != types.EXIT:
+            self._send_response(message_id, error=JsonRpcInvalidRequest(f"{method}: the server is shutting down").to_response_error())
+            return
+        if is_request and method == types.INITIALIZE:
+            if self._initialize_seen:
+                error = JsonRpcInvalidRequest("initialize: the server is already initialized")
+                self._send_response(message_id, error=error.to_response_error())
+                return
+            self._initialize_seen = True
         try:
             super().handle_message(message)
         except Exception:
             logger.exception("failed to handle a message")
+
+    def _handle_notification(self, method_name, params):
+        # pygls files the future of every coroutine or generator notification handler
+        # (didOpen, didChange, ...) under a fresh id and never removes it: one entry per
+        # notification for the life of the server.  Drop them once they are done.
+        # (Removal is deferred for futures still running: pygls cancels them while it
+        # iterates over the table at `shutdown`.)
+        futures = self._request_futures
+        finished = self._finished_notifications
+        for key in list(finished):
+            finished.discard(key)
+            futures.pop(key, None)
+        before = set(futures)
+        super()._handle_notification(method_name, params)
+        for key in set(futures) - before:
+            future = futures[key]
+            if future.done():
+                futures.pop(key, None)
+            else:
+                future.add_done_callback(lambda _, key=key: finished.add(key))
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        result = yield from super().lsp_initialize(params)
+        # positions and incremental edits use LSP line breaks only (see documents.py)
+        LspWorkspace.adopt(self.workspace)
+        return result
+
+
+def _describe_structure_error(error: Exception) -> str:
+    """The fields that failed to structure, e.g. "expected int @ $.params.position.line"."""
+    import cattrs
+
+    cause = error.__cause__
+    if isinstance(cause, cattrs.BaseValidationError):
+        try:
+            return "; ".join(cattrs.transform_error(cause, path="$"))
+        except Exception:
+            pass
+    return str(cause or error)
 
 
 class _Ignored:
@@ -112,13 +184,63 @@ class AdaptrackServer(LanguageServer):
         self._load_lock = threading.Lock()
         self._status: tuple[str, str] | None = None
         self._not_ready_logged = False
-        self._problems_shown: set[str] = set()
         #: a `shutdown` request came before `exit` (the exit code is 0 only then)
         self.shutdown_requested = False
+        self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
+        self.exit_code = 0
+        self.health = CompletionHealth(self.send_status, self.show_message, self._ready_message)
+
+    def _ready_message(self) -> str:
+        service = self.service
+        return service.message if service is not None and service.message else "ready"
+
+    # -- stdio with a hardened reader -------------------------------------------------------
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """Serve on stdio like pygls, reading frames with `framing.FramedReader`; the exit
+        code asked for by `exit` (0 after `shutdown`, else 1) is kept in `exit_code`."""
+        import sys
+
+        from pygls.io_ import StdoutWriter, run_async
+
+        from adaptrack_lsp.lsp_server.framing import FramedReader, StdinChunks
+
+        self._stop_event = threading.Event()
+        reader = FramedReader(StdinChunks(stdin or sys.stdin.buffer), self.max_message_bytes, self.framing_error)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(
+                run_async(
+                    stop_event=self._stop_event,
+                    reader=reader,
+                    protocol=self.protocol,
+                    logger=logger,
+                    error_handler=self.report_server_error,
+                )
+            )
+        except BrokenPipeError:
+            logger.error("the connection to the client is lost; shutting down")
+        except KeyboardInterrupt:
+            pass
+        except SystemExit as request:
+            self.exit_code = request.code if isinstance(request.code, int) else 1
+        finally:
+            self.shutdown()
+
+    def framing_error(self, message: str, answer: bool) -> None:
+        """A frame the reader rejected (answered, id null) or bytes it skipped (logged)."""
+        logger.warning("%s", message)
+        if answer:
+            self.protocol._send_response(None, error=JsonRpcInvalidRequest(message).to_response_error())
 
     # -- errors never take the server down ------------------------------------------------
     def report_server_error(self, error: Exception, source) -> None:
         logger.error("server error (%s): %s", getattr(source, "__name__", source), error)
+        if source is JsonRpcException and isinstance(error, ValueError):
+            # pygls' reader could not parse a frame's body: JSON-RPC says Parse error, id null
+            try:
+                self.protocol._send_response(None, error=JsonRpcParseError(f"unparsable message: {error}").to_response_error())
+            except Exception:
+                logger.debug("could not answer an unparsable message", exc_info=True)
 
     # -- notifications (safe from any thread) ---------------------------------------------
     def call_soon(self, function: Callable, *args) -> None:
@@ -252,14 +374,15 @@ class AdaptrackServer(LanguageServer):
             return None
         except ServiceNotReady:
             return None
-        problem = result.constraint.problem
-        if problem and problem not in self._problems_shown:
-            self._problems_shown.add(problem)
-            self.show_message(f"adaptrack: completions are not API-constrained: {problem}")
+        except Exception as error:
+            self.health.request_failed(f"{type(error).__name__}: {error}")
+            raise
         if result.status == INDEXING:
             self.send_status("indexing", result.message)
-        elif self._status is not None and self._status[0] == "indexing":
+            return result
+        if self._status is not None and self._status[0] == "indexing" and not result.constraint.problem and self.health.state == "ready":
             self.send_status("ready", service.message)
+        self.health.request_done(result.status, result.message, result.constraint.problem)
         return result
 
 
@@ -312,7 +435,7 @@ def completion_list(result: CompletionResult | None, server: AdaptrackServer, ur
     if located is None:
         return types.CompletionList(is_incomplete=True, items=[])
     document, text, offset = located
-    line_start = text.rfind("\n", 0, offset) + 1
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
     word = _WORD_TAIL.search(text[line_start:offset]).group(0)
     start = document.client_position_at_offset(offset - len(word)) if word else position
     edit_range = types.Range(start=start, end=position)
@@ -456,10 +579,13 @@ def serve(
     port: int = 2087,
     settings: dict | None = None,
     token_file: str | None = None,
-) -> None:
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> int:
     """Run the server on stdio (default) or TCP bound to `host` (127.0.0.1), where the
-    client must authenticate with a token (`lsp_server.tcp`)."""
+    client must authenticate with a token (`lsp_server.tcp`); returns the process exit
+    code (1 when the client sent `exit` without `shutdown`)."""
     server = create_server()
+    server.max_message_bytes = max_message_bytes
     if settings:
         server.settings, problems = parse_settings(settings, server.settings)
         server.pending_problems.extend(problems)
@@ -469,3 +595,4 @@ def serve(
         tcp_transport.start(server, host, port, token_file)
     else:
         server.start_io()
+    return server.exit_code

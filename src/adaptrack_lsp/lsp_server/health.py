@@ -1,0 +1,62 @@
+"""Whether completions work, told to the user: `adaptrack/status` and one message.
+
+A request can come back empty for reasons the user must hear about: every decode raises
+(e.g. a model that produces NaN), or the API constraint was dropped (the configured
+interpreter does not run, does not answer in time, ...).  `CompletionHealth` turns each
+request's outcome into the status (`error` while requests fail, `degraded` while
+completions are not API-constrained, `ready` again once they are fine) and shows each
+distinct problem once with `window/showMessage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lsprotocol import types
+
+#: how many distinct problem texts are remembered as already shown
+MAX_REMEMBERED = 64
+
+
+class CompletionHealth:
+    """Status and messages from request outcomes (callbacks are thread-safe senders)."""
+
+    def __init__(
+        self,
+        send_status: Callable[[str, str], None],
+        show_message: Callable[[str, types.MessageType], None],
+        ready_message: Callable[[], str],
+    ):
+        self._send_status = send_status
+        self._show_message = show_message
+        self._ready_message = ready_message
+        self._shown: dict[str, None] = {}
+        self.state = "ready"
+
+    def _tell_once(self, text: str, kind: types.MessageType) -> None:
+        if text in self._shown:
+            return
+        if len(self._shown) >= MAX_REMEMBERED:
+            self._shown.pop(next(iter(self._shown)))
+        self._shown[text] = None
+        self._show_message(text, kind)
+
+    def request_failed(self, reason: str) -> None:
+        """A completion request raised: nothing could be answered."""
+        self.state = "error"
+        message = f"completions fail: {reason}"
+        self._send_status("error", message)
+        self._tell_once(f"adaptrack: {message}", types.MessageType.Error)
+
+    def request_done(self, status: str, message: str, constraint_problem: str) -> None:
+        """A completion request answered (`status`/`message` from the decoder)."""
+        if status == "failed":
+            self.request_failed(message or "the decoder failed")
+        elif constraint_problem:
+            self.state = "degraded"
+            text = f"completions are not checked against the installed APIs: {constraint_problem}"
+            self._send_status("degraded", text)
+            self._tell_once(f"adaptrack: {text}", types.MessageType.Warning)
+        elif self.state != "ready":
+            self.state = "ready"
+            self._send_status("ready", self._ready_message())

@@ -1,0 +1,53 @@
+"""Finished requests' prefix trees are freed over a long session (not left to a rare
+full collection)."""
+
+from __future__ import annotations
+
+import gc
+
+from test_service import make_service
+
+from adaptrack_lsp.completion.memory import FreeMemoryReleaser
+from adaptrack_lsp.completion.tree import Node
+
+
+def live_nodes() -> int:
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, Node))
+
+
+def test_release_runs_at_most_once_per_interval():
+    now = [0.0]
+    releaser = FreeMemoryReleaser(interval_s=10, clock=lambda: now[0])
+    for t in (0, 1, 5, 9.9):
+        now[0] = t
+        releaser.after_request()
+    assert releaser.collections == 0
+    now[0] = 10.5
+    releaser.after_request()
+    now[0] = 11
+    releaser.after_request()
+    assert releaser.collections == 1
+
+
+def test_finished_trees_are_freed_after_requests():
+    service = make_service()
+    service._memory = FreeMemoryReleaser(interval_s=0)
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()  # as when full collections are rare: only the service's release frees trees
+    try:
+        text = "import numpy as np\nx = np."
+        before = live_nodes()
+        for _ in range(3):
+            service.submit(text, len(text), document="a", mode="list").result(timeout=60)
+        assert live_nodes() == before, (before, live_nodes())
+        # without the release, the trees of finished requests stay
+        service._memory = FreeMemoryReleaser(interval_s=10**9)
+        for _ in range(3):
+            service.submit(text, len(text), document="a", mode="list").result(timeout=60)
+        assert live_nodes() > before
+    finally:
+        if enabled:
+            gc.enable()
+        gc.unfreeze()
+        service.close()
