@@ -192,3 +192,34 @@ def test_one_model_load_per_settings_change():
     finally:
         release.set()
         service.close()
+
+
+def test_prompt_budget_follows_max_new_tokens_changed_after_load(monkeypatch):
+    """maxNewTokens changed after the model loaded: the prompt leaves room for the new
+    value (before, the budget from load time stayed and the backend cut the prompt)."""
+    from adaptrack_lsp.completion import context
+
+    budgets = []
+    build = context.PromptBuilder.build
+
+    def recording(self, *args, **kwargs):
+        budgets.append(self.max_prompt_tokens)
+        return build(self, *args, **kwargs)
+
+    monkeypatch.setattr(context.PromptBuilder, "build", recording)
+    lm = tabular_model()
+    lm.max_context = 64
+    service = CompletionService(
+        Settings(model="tabular", timeout_ms=60_000, max_new_tokens=5),
+        model_loader=lambda s, progress: lm,
+        index_factory=lambda s, root: StaticIndex(["numpy.linalg.norm"], source="numpy test"),
+    )
+    service.load()
+    try:
+        text = "import numpy as np\nx = np."
+        service.complete(text, len(text))
+        service.update_settings(service.settings.replace(max_new_tokens=40))
+        service.complete(text, len(text))
+    finally:
+        service.close()
+    assert budgets == [64 - 5, 64 - 40]

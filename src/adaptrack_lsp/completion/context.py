@@ -189,6 +189,14 @@ def _line_decided(line: str) -> bool:
     return bool(line.strip())
 
 
+def prompt_budget(lm, max_new_tokens: int, max_prompt_tokens: int | None = None) -> int:
+    """Prompt tokens that leave room for `max_new_tokens` in the model's context."""
+    budget = max_prompt_tokens or 1536
+    if lm.max_context:
+        budget = min(budget, max(16, int(lm.max_context) - int(max_new_tokens)))
+    return budget
+
+
 @dataclass
 class PromptBuilder:
     """Builds `PromptPlan`s for one tokenizer.
@@ -211,15 +219,12 @@ class PromptBuilder:
     def for_model(cls, lm, max_prompt_tokens: int | None = None, max_new_tokens: int = 48, heal: bool = True):
         """A builder for a `LanguageModel` (uses `lm.tokenizer` for FIM/BOS when it has one)."""
         tokenizer = getattr(lm, "tokenizer", None)
-        budget = max_prompt_tokens or 1536
-        if lm.max_context:
-            budget = min(budget, max(16, int(lm.max_context) - int(max_new_tokens)))
         return cls(
             vocab=lm.vocab,
             encode=lm.encode,
             fim=detect_fim(tokenizer),
             bos_ids=tuple(detect_bos(tokenizer)),
-            max_prompt_tokens=budget,
+            max_prompt_tokens=prompt_budget(lm, max_new_tokens, max_prompt_tokens),
             heal=heal,
         )
 

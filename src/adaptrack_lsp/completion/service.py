@@ -634,6 +634,7 @@ class CompletionService:
     def _decode(self, text, offset, mode, settings, seed, document, cancelled, view, stop):
         """One decode on the model, constrained by `view`; (result, plan, info, request).
         `stop()` turning true ends it like a cancellation."""
+        from adaptrack_lsp.completion.context import prompt_budget
         from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest
 
         with self._model_lock:
@@ -641,8 +642,10 @@ class CompletionService:
             decoder_name = settings.decoder if mode == "inline" else settings.list_decoder
             builder = self.builder
             heal = decoder_name != "unconstrained"  # an unconstrained decoder cannot be forced
-            if builder.heal != heal:
-                builder = dataclasses.replace(builder, heal=heal)
+            # the prompt budget follows the request's maxNewTokens (not the one at load time)
+            budget = prompt_budget(lm, settings.max_new_tokens)
+            if builder.heal != heal or builder.max_prompt_tokens != budget:
+                builder = dataclasses.replace(builder, heal=heal, max_prompt_tokens=budget)
             plan = builder.build(text, offset, multiline=settings.multiline)
             constraint, info = self.token_constraint(plan, text, settings, view, clean=decoder_name != "unconstrained")
             if mode == "inline" and settings.temperature <= 0.0:
