@@ -101,27 +101,6 @@ def test_vsix_contents_and_manifest(packaged):
     )
 
 
-def test_contributed_settings_mirror_the_server_settings():
-    """package.json <-> adaptrack_lsp.config: same names (camelCase), same defaults, same enums."""
-    from adaptrack_lsp import config
-    from adaptrack_lsp.completion.decoders import DECODERS
-
-    properties = json.loads((CLIENT / "package.json").read_text())["contributes"][
-        "configuration"
-    ]["properties"]
-    server_defaults = config.settings_to_wire(config.Settings())
-    client_only = {"enable", "serverInterpreter", "serverArgs", "trace.server"}
-    contributed = {
-        key.removeprefix("adaptrack."): value for key, value in properties.items()
-    }
-    assert set(contributed) - client_only == set(server_defaults)
-    for name, default in server_defaults.items():
-        assert contributed[name]["default"] == default, name
-    assert contributed["decoder"]["enum"] == contributed["listDecoder"]["enum"] == list(DECODERS)
-    assert contributed["device"]["enum"] == list(config.DEVICES)
-    assert contributed["dtype"]["enum"] == list(config.DTYPES)
-
-
 @pytest.mark.slow
 def test_protocol_inline_completion_with_the_real_server(installed):
     """Starts `python -m adaptrack_lsp serve` exactly as the extension builds it (node)."""

@@ -124,6 +124,22 @@ class RawClient:
     def request(self, method: str, params: Any = None, timeout: float = 60.0) -> dict:
         return self.wait(self.request_async(method, params), timeout)
 
+    def last_status(self) -> str | None:
+        states = [m["params"]["state"] for m in list(self.notification_log) if m.get("method") == "adaptrack/status"]
+        return states[-1] if states else None
+
+    def request_settled(self, method: str, params: Any = None, timeout: float = 120.0) -> dict:
+        """The first answer that is not the empty one given while the API index computes
+        the document's imports (status "indexing"): such a request is asked again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.request(method, params, timeout)
+            result = response.get("result")
+            items = result.get("items") if isinstance(result, dict) else result
+            if items or self.last_status() != "indexing" or time.monotonic() > deadline:
+                return response
+            time.sleep(0.3)
+
     def wait_notification(self, predicate, timeout: float = 120.0) -> dict:
         deadline = time.monotonic() + timeout
         while True:

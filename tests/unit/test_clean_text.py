@@ -113,10 +113,10 @@ def control_loving_model():
     return TabularLM(vocab, conditional=conditional)
 
 
-@pytest.mark.parametrize("decoder", ["adaptrack", "constrained"])
+@pytest.mark.parametrize("decoder", ["adaptrack", "exact", "constrained"])
 def test_candidates_never_carry_control_characters(decoder):
     service = CompletionService(
-        Settings(model="tabular", timeout_ms=60_000, max_new_tokens=4, num_samples=8, decoder=decoder),
+        Settings(model="tabular", timeout_ms=60_000, max_new_tokens=4, num_samples=8, decoder=decoder, list_decoder=decoder),
         model_loader=lambda s, progress: control_loving_model(),
         index_factory=lambda s, root: None,
     )
@@ -128,7 +128,7 @@ def test_candidates_never_carry_control_characters(decoder):
         for candidate in result.candidates:
             assert not any(char in candidate.text for char in FORBIDDEN), candidate
         # without the constraint (unconstrained decoder) the model's favourites come out
-        loose = service.complete(text, len(text), mode="list", seed=3, settings=service.settings.replace(decoder="unconstrained"))
+        loose = service.complete(text, len(text), mode="list", seed=3, settings=service.settings.replace(list_decoder="unconstrained"))
         assert any(any(char in c.text for char in FORBIDDEN) for c in loose.candidates)
     finally:
         service.close()

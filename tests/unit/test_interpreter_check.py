@@ -38,8 +38,8 @@ def test_false_garbage_and_hanging_interpreters_say_why(tmp_path):
 
 def test_jedi_index_reports_the_problem_instead_of_an_empty_one():
     index = JediIndex(python="/bin/false", cache_dir=None)
-    assert "exited with status 1" in index.problem
-    assert index.members(("os",)) is None
+    assert index.members(("os",)) is None  # the interpreter is first run (time-limited) here
+    assert "did not say its version (exit code 1" in index.problem
 
 
 def test_call_with_time_limit():

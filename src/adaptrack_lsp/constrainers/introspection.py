@@ -1,6 +1,6 @@
 """Long-lived runtime introspection subprocess in the user's environment.
 
-`RuntimeIntrospector` starts ``python -I introspect_worker.py --serve`` with the user's
+`RuntimeIntrospector` starts ``python -I -B introspect_worker.py --serve`` with the user's
 interpreter, sends one JSON line per request and waits a bounded time for the answer.
 A request that runs past its time limit gets the process killed; a process that dies
 is restarted on the next request.  Meanwhile the answer is "unknown" (``None``
@@ -12,7 +12,9 @@ process can be (POSIX):
 - environment: only `sandbox_environment` (PATH, locale, HOME/TMPDIR/XDG_* pointing at
   the worker's own temporary directory); none of the server's variables (tokens,
   credentials) are passed on; ``-I`` ignores PYTHON* variables, the user site and the
-  working directory;
+  working directory; ``-B`` writes no bytecode into the environment (no file of the
+  user's is written, and a package upgraded within a second is never read from a stale
+  ``.pyc``);
 - working directory: a fresh temporary directory, deleted when the worker stops;
 - resource limits set by the worker on itself before any import: address space
   `MEMORY_LIMIT_BYTES`, CPU time `CPU_LIMIT_S` (over the worker's life; past it the
@@ -112,7 +114,7 @@ class RuntimeIntrospector:
         self.python = python
         self.timeout_s = float(timeout_s)
         self.command = (
-            list(command) if command else [python, "-I", str(WORKER_SCRIPT), "--serve", "--limits", limits_argument()]
+            list(command) if command else [python, "-I", "-B", str(WORKER_SCRIPT), "--serve", "--limits", limits_argument()]
         )
         self.cwd = cwd
         self.env = dict(env) if env is not None else None

@@ -272,15 +272,6 @@ class JediIndex(APIIndex):
         #: imports in the analysed environment: only where the user trusts it
         self.runtime_introspection_allowed = self.configured or self.trusted_workspace
         self.runtime_introspection = bool(runtime_introspection) and self.runtime_introspection_allowed
-        if (
-            not self.problem
-            and self.python
-            and os.path.realpath(self.python) != os.path.realpath(sys.executable)
-            and not self._refuse_unsafe()  # nothing the user did not name runs before jedi's safety check
-        ):
-            from adaptrack_lsp.constrainers.interpreter_check import check_interpreter
-
-            self.problem = check_interpreter(self.python)
         if self.problem:
             log.warning("API index: %s; completions are not API-constrained", self.problem)
         else:
