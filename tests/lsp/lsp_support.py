@@ -18,6 +18,20 @@ from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 SERVER_COMMAND = [sys.executable, "-m", "adaptrack_lsp", "serve"]
 
 
+def make_client():
+    """A pytest-lsp client that records every `adaptrack/status` as (state, message)."""
+    import pytest_lsp
+
+    client = pytest_lsp.make_test_lsp_client()
+    client.statuses = []
+
+    @client.feature("adaptrack/status")
+    def status(ls, params):
+        ls.statuses.append((params.state, params.message))
+
+    return client
+
+
 def server_env() -> dict[str, str]:
     # one intra-op thread: on a small shared CI machine torch's thread pool spins
     # against other processes (10-20x slower steps); the tiny model needs no more

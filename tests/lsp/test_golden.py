@@ -21,9 +21,9 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
-from test_server import completion, inline, make_client, open_document, wait_ready
+from test_server import completion, inline, open_document, wait_ready
 
-from lsp_support import SERVER_COMMAND, server_env, write_numpy_snapshot
+from lsp_support import SERVER_COMMAND, make_client, server_env, write_numpy_snapshot
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -18,7 +18,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import SERVER_COMMAND, server_env
+from lsp_support import SERVER_COMMAND, make_client, server_env
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
 from api_index_support import install_fake_package, make_fixture_venv  # noqa: E402
@@ -32,17 +32,6 @@ atexit.register(shutil.rmtree, CACHE_ROOT, True)
 SLOW_IMPORT = "import time\ntime.sleep(4)\n\n\ndef slow_api():\n    pass\n\n\ndef other_api():\n    pass\n"
 URI = "file:///workspace/slow.py"
 DOCUMENT = "import slowpkg as sp\nx = sp."
-
-
-def make_client() -> LanguageClient:
-    client = pytest_lsp.make_test_lsp_client()
-    client.statuses = []
-
-    @client.feature("adaptrack/status")
-    def status(ls, params):
-        ls.statuses.append((params.state, params.message))
-
-    return client
 
 
 @pytest_lsp.fixture(

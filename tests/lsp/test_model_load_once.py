@@ -11,22 +11,11 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import SERVER_COMMAND, server_env
+from lsp_support import SERVER_COMMAND, make_client, server_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
 SETTINGS = {"model": "tiny", "maxNewTokens": 4, "numSamples": 2, "timeoutMs": 60000, "apiSnapshot": None}
-
-
-def make_client() -> LanguageClient:
-    client = pytest_lsp.make_test_lsp_client()
-    client.statuses = []
-
-    @client.feature("adaptrack/status")
-    def status(ls, params):
-        ls.statuses.append((params.state, params.message))
-
-    return client
 
 
 @pytest_lsp.fixture(

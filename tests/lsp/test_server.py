@@ -18,24 +18,13 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import SERVER_COMMAND, numpy_public_names, server_env, write_numpy_snapshot
+from lsp_support import SERVER_COMMAND, make_client, numpy_public_names, server_env, write_numpy_snapshot
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 URI = "file:///workspace/example.py"
 NUMPY_DOC = "import numpy as np\nx = np."
 BASE_SETTINGS = {"model": "tiny", "maxNewTokens": 6, "numSamples": 4, "timeoutMs": 120000}
-
-
-def make_client() -> LanguageClient:
-    client = pytest_lsp.make_test_lsp_client()
-    client.statuses = []
-
-    @client.feature("adaptrack/status")
-    def status(ls, params):
-        ls.statuses.append((params.state, params.message))
-
-    return client
 
 
 @pytest_lsp.fixture(

@@ -54,3 +54,16 @@ def random_walk(lm, prompt, switches: int, seed: int, max_depth: int = 10, cache
         keys.append(child)
         last = child
     return nodes, switched
+
+
+#: max abs difference of log-probabilities allowed between cache paths (fp32)
+TOLERANCE = 1e-4
+
+#: a numpy prompt ending in `np.`, shared by the cache tests
+PROMPT = (
+    "import numpy as np\n\n\n"
+    "def normalise(matrix):\n"
+    "    scale = np.linalg.norm(matrix, axis=1, keepdims=True)\n"
+    "    return matrix / scale\n\n\n"
+    "result = np."
+)

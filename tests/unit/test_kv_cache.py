@@ -18,18 +18,8 @@ from adaptrack_lsp.completion.lm.hf import (
     load_model,
 )
 
+from hf_support import PROMPT, TOLERANCE, max_diff, random_walk
 from hf_support import full_forward as reference
-from hf_support import max_diff, random_walk
-
-TOLERANCE = 1e-4  # max abs difference of log-probabilities, fp32
-
-PROMPT = (
-    "import numpy as np\n\n\n"
-    "def normalise(matrix):\n"
-    "    scale = np.linalg.norm(matrix, axis=1, keepdims=True)\n"
-    "    return matrix / scale\n\n\n"
-    "result = np."
-)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
@@ -68,20 +67,16 @@ class EnvironmentFacts:
 
 def probe_environment(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> EnvironmentFacts:
     """Version and sys.path of `python`, asked once with a time limit."""
-    try:
-        completed = subprocess.run(
-            [python, "-I", "-c", _PROBE_SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
+    from adaptrack_lsp.constrainers.interpreter_check import run_contained
+
+    try:  # own process group, temporary folder, minimal environment (killed as a whole)
+        returncode, stdout, stderr = run_contained([python, "-I", "-c", _PROBE_SCRIPT], timeout_s)
+    except TimeoutError:
         raise EnvironmentProbeError(f"python interpreter {python} did not say its version within {timeout_s:g} s") from None
     except OSError as error:
         raise EnvironmentProbeError(f"cannot run python interpreter {python}: {error}") from None
     try:
-        data = json.loads(completed.stdout.strip().splitlines()[-1])
+        data = json.loads(stdout.strip().splitlines()[-1])
         return EnvironmentFacts(
             str(data["executable"]),
             str(data["version"]),
@@ -89,9 +84,9 @@ def probe_environment(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> Enviro
             frozenset(str(name) for name in data.get("builtin_modules", ())),
         )
     except (ValueError, KeyError, IndexError, TypeError):
-        tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:] or ["no output"]
+        tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
         raise EnvironmentProbeError(
-            f"python interpreter {python} did not say its version (exit code {completed.returncode}: {tail[0][:200]})"
+            f"python interpreter {python} did not say its version (exit code {returncode}: {tail[0][:200]})"
         ) from None
 
 

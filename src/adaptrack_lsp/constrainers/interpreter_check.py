@@ -1,12 +1,10 @@
 """Time-limited checks of the Python interpreter whose APIs validate completions.
 
-jedi runs the configured interpreter to learn its version and `sys.path`, with no time
-limit: an interpreter that hangs blocked the index forever (every completion then waited
-its whole budget), and one that fails (``/bin/false``) or prints something else left the
-constraint dropped with no reason given.  `check_interpreter` runs the interpreter once,
-in its own process group, from a neutral working directory with a minimal environment,
-and says in words what is wrong; `call_with_time_limit` bounds any other call that may
-start it (``jedi.create_environment``).
+jedi starts the configured interpreter with no time limit: an interpreter that hangs
+blocked the index forever (every completion then waited its whole budget).  The
+interpreter is first run once, time-limited, by `index_cache.probe_environment` (which
+says in words what is wrong); `call_with_time_limit` bounds the calls that start it
+again (``jedi.create_environment``).
 """
 
 from __future__ import annotations
@@ -19,51 +17,34 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-#: how long an interpreter may take to print its version
-CHECK_TIMEOUT_S = 10.0
 #: how long jedi may take to start an environment
 ENVIRONMENT_TIMEOUT_S = 20.0
-
-_MARK = "adaptrack-interpreter-check"
-_SCRIPT = f"import sys; print({_MARK!r}, '%d.%d.%d' % sys.version_info[:3])"
 
 T = TypeVar("T")
 
 
-def check_interpreter(python: str, timeout_s: float = CHECK_TIMEOUT_S) -> str:
-    """"" when `python` runs and reports a Python 3 version, else why it cannot be used."""
+def run_contained(command: list[str], timeout_s: float) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `command` run in its own process group, from a
+    temporary folder, with only PATH/LANG in its environment; the whole group is killed
+    when it ends or after `timeout_s` (then TimeoutError).  A child the command leaves
+    behind cannot hold the call (or the pipes) open.  OSError when it cannot start."""
     env = {name: os.environ[name] for name in ("PATH", "SYSTEMROOT", "LANG") if name in os.environ}
-    try:
-        process = subprocess.Popen(
-            [python, "-I", "-S", "-c", _SCRIPT],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=tempfile.gettempdir(),
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as error:
-        return f"python interpreter {python} cannot be started: {error.strerror or error}"
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tempfile.gettempdir(),
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, err = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
-        return f"python interpreter {python} did not answer within {timeout_s:g} s"
+        raise TimeoutError(f"{command[0]} did not finish within {timeout_s:g} s") from None
     finally:
         _kill_group(process)
-    text = out.decode("utf-8", "replace")
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == _MARK and parts[1].startswith("3."):
-            return ""
-    if process.returncode:
-        detail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        return f"python interpreter {python} exited with status {process.returncode}" + (
-            f" ({detail[0][:200]})" if detail[0] else ""
-        )
-    shown = (text.strip() or err.decode("utf-8", "replace").strip())[:80]
-    return f"{python} does not behave like a Python 3 interpreter (it printed {shown!r})"
+    return process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -235,6 +235,27 @@ class HFLanguageModel(LanguageModel):
         return ids, truncated
 
     # -- distributions --------------------------------------------------------------------
+    def _checked_length(self, path: list[int], prompt_length: int) -> int:
+        """prompt + path length, after checking the path's ids and the model's context."""
+        self._check_ids(path, "path")
+        target_length = prompt_length + len(path)
+        if self.max_context is not None and target_length > self.max_context:
+            raise ModelError(f"prompt + path ({target_length} tokens) exceeds the context of {self.max_context}")
+        return target_length
+
+    def _stored_run(self, path: list[int], prompt_length: int, keep: int, target_length: int) -> tuple[list, int]:
+        """Stored key/values of the path's nodes from position `keep` on, as long as they
+        run unbroken (the last token is always fed); (key/values, first position not restored)."""
+        restored = []
+        position = keep
+        while position < target_length - 1:
+            kv = self._node_kv.get(tuple(path[: position - prompt_length + 1]))
+            if kv is None:
+                break
+            restored.append(kv)
+            position += 1
+        return restored, position
+
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
         slot = self._active
         if slot is None or slot.root_logprobs is None:
@@ -242,11 +263,8 @@ class HFLanguageModel(LanguageModel):
         path = [int(t) for t in path]
         if not path:
             return slot.root_logprobs.copy()
-        self._check_ids(path, "path")
         prompt_length = len(slot.prompt)
-        target_length = prompt_length + len(path)
-        if self.max_context is not None and target_length > self.max_context:
-            raise ModelError(f"prompt + path ({target_length} tokens) exceeds the context of {self.max_context}")
+        target_length = self._checked_length(path, prompt_length)
 
         # tokens of the cache beyond the prompt that agree with the path
         common = prompt_length
@@ -262,14 +280,7 @@ class HFLanguageModel(LanguageModel):
             keep = prompt_length
 
         # append stored key/values of nodes evaluated before, then feed the rest
-        restored = []
-        position = keep
-        while position < target_length - 1:
-            kv = self._node_kv.get(tuple(path[: position - prompt_length + 1]))
-            if kv is None:
-                break
-            restored.append(kv)
-            position += 1
+        restored, position = self._stored_run(path, prompt_length, keep, target_length)
         if restored:
             append_kv(slot.cache, restored[0] if len(restored) == 1 else torch.cat(restored, dim=-2))
             slot.ids.extend(path[keep - prompt_length : position - prompt_length])

@@ -353,11 +353,8 @@ class StaticCacheLanguageModel(HFLanguageModel):
         path = [int(t) for t in path]
         if not path:
             return self._root.copy()
-        self._check_ids(path, "path")
         prompt_length = len(self._prompt)
-        target_length = prompt_length + len(path)
-        if self.max_context is not None and target_length > self.max_context:
-            raise ModelError(f"prompt + path ({target_length} tokens) exceeds the context of {self.max_context}")
+        target_length = self._checked_length(path, prompt_length)
         try:
             self._ensure_capacity(target_length + 1)
             return self._host(self._walk_to(path))[0]
@@ -373,14 +370,7 @@ class StaticCacheLanguageModel(HFLanguageModel):
         common = prompt_length + _common_prefix(self._ids[prompt_length:], path)
         keep = min(common, target_length - 1)  # the last token is always fed: its logits are needed
         del self._ids[keep:]  # the move: later slots are stale and masked from now on
-        restored = []
-        position = keep
-        while position < target_length - 1:
-            kv = self._node_kv.get(tuple(path[: position - prompt_length + 1]))
-            if kv is None:
-                break
-            restored.append(kv)
-            position += 1
+        restored, position = self._stored_run(path, prompt_length, keep, target_length)
         if restored:
             buffers.kv[..., keep:position, :].copy_(restored[0] if len(restored) == 1 else torch.cat(restored, dim=-2))
             self._ids.extend(path[keep - prompt_length : position - prompt_length])
