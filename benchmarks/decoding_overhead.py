@@ -150,7 +150,7 @@ def main() -> int:
             temperature=1.0,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
-            stop=lambda text: "\n" in text,
+            stop=lambda text, checked=0: "\n" in text,
         )
         result = get_decoder(name).decode(lm, constraint, request)
         counters = result.counters

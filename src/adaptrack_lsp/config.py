@@ -23,8 +23,6 @@ from typing import Any
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from adaptrack_lsp.completion.decoding import DECODER_NAMES
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
@@ -106,6 +104,12 @@ def _kv_cache(value: str) -> str | None:
     return None if value in KV_CACHES else f"must be one of {', '.join(KV_CACHES)}"
 
 
+#: every decoder name, in the order the README lists them (the registry in
+#: `completion.decoders` holds their classes and checks it has exactly these; settings
+#: validate against this tuple without importing any decoder)
+DECODER_NAMES = ("unconstrained", "constrained", "adaptrack", "exact", "asap", "cars", "rs", "ars", "rsft", "beam", "map")
+
+
 @_schema(enum=list(DECODER_NAMES))
 def _decoder(value: str) -> str | None:
     return None if value in DECODER_NAMES else f"must be one of {', '.join(DECODER_NAMES)}"
@@ -162,7 +166,7 @@ class Settings:
     dtype: str = _validated("auto", _dtype)
     #: auto = static buffers with CUDA graphs on CUDA, the dynamic cache elsewhere
     kv_cache: str = _validated("auto", _kv_cache)
-    #: ghost text (inline completion): any name of `completion.decoding.DECODER_NAMES`
+    #: ghost text (inline completion): any name of `DECODER_NAMES`
     decoder: str = _validated("adaptrack", _decoder)
     #: completion lists: `exact` samples P(s | c) exactly, per sample
     list_decoder: str = _validated("exact", _decoder)

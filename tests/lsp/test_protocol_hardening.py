@@ -181,10 +181,10 @@ NAN_SERVER = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from adaptrack_lsp.completion.lm import hf
+    from adaptrack_lsp.completion.lm import loading
     from adaptrack_lsp.cli import main
 
-    original = hf.load_model
+    original = loading.load_model
 
     def load_nan_model(*args, **kwargs):
         model = original(*args, **kwargs)
@@ -198,7 +198,7 @@ NAN_SERVER = textwrap.dedent(
         model.model.forward = nan_forward
         return model
 
-    hf.load_model = load_nan_model
+    loading.load_model = load_nan_model
     sys.exit(main(["serve"]))
     """
 )

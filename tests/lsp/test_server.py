@@ -169,6 +169,37 @@ async def test_token_healing_inside_a_partial_name(client: LanguageClient):
         assert leading_name(item.text_edit.new_text) in members
 
 
+async def test_an_edit_during_decoding_does_not_move_the_answer(client: LanguageClient):
+    """The request is built once from the document as it was asked about: an edit that
+    arrives while the list is decoded (three lines inserted above the cursor) leaves the
+    edit range where the user typed (re-reading the document after decoding put it on
+    another line, at another column)."""
+    await wait_ready(client)
+    uri = URI + ".moving.py"
+    open_document(client, uri, "import numpy as np\nx = np.lin")
+    asked = asyncio.wrap_future(  # sent now (the clients' async helpers send when awaited)
+        client.protocol.send_request(
+            types.TEXT_DOCUMENT_COMPLETION,
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri), position=types.Position(1, len("x = np.lin"))),
+        )
+    )
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=types.Position(0, 0), end=types.Position(0, 0)), text="\n\n\n"
+                )
+            ],
+        )
+    )
+    listed = await asyncio.wait_for(asked, 120)
+    assert listed.items
+    for item in listed.items:
+        assert item.text_edit.range == types.Range(start=types.Position(1, len("x = np.")), end=types.Position(1, len("x = np.lin")))
+        assert item.text_edit.new_text.startswith("lin")
+
+
 async def test_cancel_request_stops_a_slow_decode_and_the_next_request_is_served(client: LanguageClient):
     await wait_ready(client)
     uri = URI + ".slow.py"

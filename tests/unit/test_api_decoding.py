@@ -28,7 +28,7 @@ def numpy_names() -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def setup():
-    from adaptrack_lsp.completion.lm.hf import load_model
+    from adaptrack_lsp.completion.lm.loading import load_model
 
     lm = load_model("tiny", device="cpu")
     names = numpy_names()
@@ -83,7 +83,7 @@ def decode_all(
             temperature=1.0,
             max_new_tokens=max_new_tokens,
             seed=seed,
-            stop=lambda text: "\n" in text,
+            stop=lambda text, checked=0: "\n" in text,
         )
         result = decoder.decode(lm, constraint, request)
         assert result.status in ("ok", "partial"), result.message

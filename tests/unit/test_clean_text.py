@@ -63,9 +63,9 @@ def test_multibyte_characters_across_tokens(pieces, valid):
 
 @pytest.fixture(scope="module")
 def tiny_vocab():
-    from adaptrack_lsp.completion.lm import hf
+    from adaptrack_lsp.completion.lm import loading
 
-    return hf.load_model("tiny", device="cpu").vocab
+    return loading.load_model("tiny", device="cpu").vocab
 
 
 def test_tiny_vocab_has_the_tokens_and_the_mask_excludes_them_exactly(tiny_vocab):

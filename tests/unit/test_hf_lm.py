@@ -14,10 +14,10 @@ pytest.importorskip("transformers")
 from adaptrack_lsp.completion.lm.base import ModelError
 from adaptrack_lsp.completion.lm.hf import (
     HFLanguageModel,
-    load_model,
     resolve_device,
     resolve_dtype,
 )
+from adaptrack_lsp.completion.lm.loading import load_model
 from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
 from hf_support import full_forward, max_diff

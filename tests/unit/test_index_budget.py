@@ -9,7 +9,9 @@ import numpy as np
 from test_service import tabular_model
 
 from adaptrack_lsp.completion.lm.tabular import TabularLM
-from adaptrack_lsp.completion.service import INDEXING, CompletionService, needed_paths
+from adaptrack_lsp.completion.pipeline import INDEXING
+from adaptrack_lsp.completion.request import CompletionRequest
+from adaptrack_lsp.completion.service import CompletionService
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.api import StaticIndex
@@ -63,6 +65,10 @@ def make_service(index, timeout_ms=300) -> CompletionService:
     )
     service.load()
     return service
+
+
+def needed_paths(text, offset):
+    return CompletionRequest.build(text, offset).needed_paths()
 
 
 def test_needed_paths_are_the_imports_and_the_chain_at_the_cursor():
@@ -186,9 +192,9 @@ def test_submit_answers_indexing_without_waiting_for_a_busy_model_thread():
     service = make_service(index, timeout_ms=60_000)
     release = threading.Event()
     try:
-        service._worker.submit(release.wait, 30)  # another request holds the model thread
+        service.host.submit(release.wait, 30)  # another request holds the model thread
         started = time.monotonic()
-        future = service.submit(TEXT, len(TEXT), document="file:///b.py", mode="list")
+        future = service.submit(service.request(TEXT, len(TEXT), document="file:///b.py", mode="list"))
         result = future.result(timeout=5)
         assert time.monotonic() - started < 2
         assert result.status == INDEXING and not result.candidates

@@ -15,8 +15,8 @@ from adaptrack_lsp.completion.lm.hf import (
     append_kv,
     crop_cache,
     last_tokens_kv,
-    load_model,
 )
+from adaptrack_lsp.completion.lm.loading import load_model
 
 from hf_support import PROMPT, TOLERANCE, max_diff, random_walk
 from hf_support import full_forward as reference

@@ -39,12 +39,12 @@ def test_finished_trees_are_freed_after_requests():
         text = "import numpy as np\nx = np."
         before = live_nodes()
         for _ in range(3):
-            service.submit(text, len(text), document="a", mode="list").result(timeout=60)
+            service.submit(service.request(text, len(text), document="a", mode="list")).result(timeout=60)
         assert live_nodes() == before, (before, live_nodes())
         # without the release, the trees of finished requests stay
         service._memory = FreeMemoryReleaser(interval_s=10**9)
         for _ in range(3):
-            service.submit(text, len(text), document="a", mode="list").result(timeout=60)
+            service.submit(service.request(text, len(text), document="a", mode="list")).result(timeout=60)
         assert live_nodes() > before
     finally:
         if enabled:

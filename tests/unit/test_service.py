@@ -11,7 +11,8 @@ import pytest
 from adaptrack_lsp.completion.context import PromptPlan
 from adaptrack_lsp.completion.decoders.base import Sample
 from adaptrack_lsp.completion.lm.tabular import TabularLM
-from adaptrack_lsp.completion.service import CompletionCancelled, CompletionService, ServiceNotReady, rank_candidates
+from adaptrack_lsp.completion.pipeline import CompletionCancelled, rank_candidates
+from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.api import StaticIndex
@@ -99,18 +100,18 @@ def test_newer_request_for_the_same_document_supersedes_the_queued_one():
     service = make_service()
     gate = threading.Event()
     try:
-        blocker = service._worker.submit(gate.wait)  # keep the worker busy
+        blocker = service.host.submit(gate.wait)  # keep the worker busy
         text = "import numpy as np\nx = np."
-        first = service.submit(text, len(text), document="a")
-        other = service.submit(text, len(text), document="b")
-        second = service.submit(text, len(text), document="a")
+        first = service.submit(service.request(text, len(text), document="a"))
+        other = service.submit(service.request(text, len(text), document="b"))
+        second = service.submit(service.request(text, len(text), document="a"))
         gate.set()
         blocker.result(timeout=10)
         with pytest.raises(CompletionCancelled, match="superseded"):
             first.result(timeout=30)
         assert second.result(timeout=30).candidates
         assert other.result(timeout=30).candidates  # another document is not affected
-        cancelled = service.submit(text, len(text), document="c", cancelled=lambda: True)
+        cancelled = service.submit(service.request(text, len(text), document="c"), cancelled=lambda: True)
         with pytest.raises(CompletionCancelled):
             cancelled.result(timeout=30)
     finally:
@@ -131,16 +132,16 @@ def test_not_ready_and_failed_loads():
 def test_lists_use_list_decoder_and_ghost_text_uses_decoder(monkeypatch):
     """`decoder` drives ghost text, `listDecoder` completion lists; each decoder gets
     only the settings it has options for."""
-    from adaptrack_lsp.completion import service as service_module
+    from adaptrack_lsp.completion import decoders as decoders_module
 
     used = []
-    real = service_module.decoder_for
+    real = decoders_module.decoder_for
 
     def recording(name, settings):
         used.append(name)
         return real(name, settings)
 
-    monkeypatch.setattr(service_module, "decoder_for", recording)
+    monkeypatch.setattr(decoders_module, "decoder_for", recording)
     service = make_service(decoder="constrained", list_decoder="exact", top_p_validity=0.9)
     try:
         text = "import numpy as np\nx = np."
@@ -149,7 +150,7 @@ def test_lists_use_list_decoder_and_ghost_text_uses_decoder(monkeypatch):
     finally:
         service.close()
     assert used == ["constrained", "exact"]
-    assert service_module.decoder_for("adaptrack", Settings(top_p_validity=0.9)).options.top_p_validity == 0.9
+    assert decoders_module.decoder_for("adaptrack", Settings(top_p_validity=0.9)).options.top_p_validity == 0.9
 
 
 def test_cut_candidates_rank_after_complete_ones():

@@ -14,7 +14,8 @@ pytest.importorskip("transformers")
 
 from adaptrack_lsp.completion.lm import static_cache
 from adaptrack_lsp.completion.lm.base import ModelError
-from adaptrack_lsp.completion.lm.hf import HFLanguageModel, load_model
+from adaptrack_lsp.completion.lm.hf import HFLanguageModel
+from adaptrack_lsp.completion.lm.loading import load_model
 from adaptrack_lsp.completion.lm.static_cache import (
     BUCKET,
     StaticCacheLanguageModel,

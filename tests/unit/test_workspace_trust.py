@@ -310,7 +310,8 @@ def test_a_hanging_import_is_killed_with_its_whole_process_group(tmp_path):
 
 
 def test_a_folder_named_like_the_default_model_in_the_working_directory_is_not_loaded(tmp_path, monkeypatch):
-    from adaptrack_lsp.completion.lm.hf import ModelError, load_model
+    from adaptrack_lsp.completion.lm.hf import ModelError
+    from adaptrack_lsp.completion.lm.loading import load_model
     from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
     shutil.copytree(tiny_model_path(), tmp_path / "Qwen" / "Qwen2.5-Coder-1.5B")

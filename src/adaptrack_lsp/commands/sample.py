@@ -19,7 +19,7 @@ HELP = "sample a task file (exact tabular LM + valid sequences) with a decoder; 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, metavar="TASK.json", help="task file (vocab, eos, default, next, valid)")
-    from adaptrack_lsp.completion.decoding import DECODER_NAMES
+    from adaptrack_lsp.config import DECODER_NAMES
 
     parser.add_argument(
         "--decoder", default="adaptrack", help=f"decoder name: {', '.join(DECODER_NAMES)} (default: adaptrack)"

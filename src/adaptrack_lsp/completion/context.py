@@ -129,15 +129,22 @@ class PromptPlan:
         return leading_whitespace(self.line_prefix)
 
     # -- stop rules -----------------------------------------------------------------
-    def stop_index(self, generated: str) -> int | None:
-        """Index in `generated` where the answer ends because of a stop rule, or None."""
+    def stop_index(self, generated: str, checked: int = 0) -> int | None:
+        """Index in `generated` where the answer ends because of a stop rule, or None.
+
+        `checked`: length of a prefix of `generated` already found not to stop (the
+        parent node's text); only the lines it did not finish are looked at again."""
         start = len(self.heal_text) if generated.startswith(self.heal_text) else 0
         if not self.multiline:
-            newline = generated.find("\n", start)
+            newline = generated.find("\n", max(start, checked))
             return None if newline < 0 else newline
         base = len(self.indent.expandtabs(4))
-        position = generated.find("\n", start)
-        seen_content = bool(generated[start : max(position, start)].strip()) or bool(self.line_prefix.strip())
+        position = generated.rfind("\n", start, checked) if checked > start else -1
+        if position < 0:
+            position = generated.find("\n", start)
+            seen_content = bool(generated[start : max(position, start)].strip()) or bool(self.line_prefix.strip())
+        else:
+            seen_content = bool(generated[start:position].strip()) or bool(self.line_prefix.strip())
         while position >= 0:
             line_start = position + 1
             line_end = generated.find("\n", line_start)
@@ -155,9 +162,9 @@ class PromptPlan:
             position = line_end
         return None
 
-    def stop(self, generated: str) -> bool:
+    def stop(self, generated: str, checked: int = 0) -> bool:
         """`DecodeRequest.stop`: True once the generated text must end."""
-        return self.stop_index(generated) is not None
+        return self.stop_index(generated, checked) is not None
 
     # -- answers --------------------------------------------------------------------
     def finish(self, generated: str) -> str | None:
@@ -229,8 +236,10 @@ class PromptBuilder:
         )
 
     # -- public ---------------------------------------------------------------------
-    def build(self, text: str, offset: int, multiline: bool = False) -> PromptPlan:
-        """The plan for a cursor at character `offset` of `text` (clamped to the text)."""
+    def build(self, text: str, offset: int, multiline: bool = False, typed_word: str | None = None) -> PromptPlan:
+        """The plan for a cursor at character `offset` of `text` (clamped to the text);
+        `typed_word`: the identifier typed before the cursor, when the caller knows it
+        (`CompletionRequest.typed_word`)."""
         offset = max(0, min(int(offset), len(text)))
         prefix, suffix = text[:offset], text[offset:]
         line_start = prefix.rfind("\n") + 1
@@ -256,7 +265,7 @@ class PromptBuilder:
         window_start, prefix_ids = self._prefix_window(prefix, budget)
         heal_text = ""
         if self.heal:
-            prefix_ids, heal_text = self._heal(prefix[window_start:], prefix_ids)
+            prefix_ids, heal_text = self._heal(prefix[window_start:], prefix_ids, typed_word)
         if use_fim:
             fim = self.fim
             ids = [*self.bos_ids, fim.prefix_id, *prefix_ids, fim.suffix_id, *suffix_ids, fim.middle_id]
@@ -336,9 +345,9 @@ class PromptBuilder:
         return ids, len(suffix) - len(window)
 
     # -- token healing ----------------------------------------------------------------
-    def _heal(self, window: str, ids: list[int]) -> tuple[list[int], str]:
+    def _heal(self, window: str, ids: list[int], typed_word: str | None = None) -> tuple[list[int], str]:
         """Back up the prompt tokens that cover a partial identifier or `.` at the end."""
-        region = heal_region(window)
+        region = heal_region(window, typed_word)
         if region == 0 or not ids:
             return ids, ""
         data = window.encode("utf-8", errors="surrogatepass")
@@ -364,14 +373,17 @@ class PromptBuilder:
         return self.encode(window[: len(window) - region]), heal_text
 
 
-def heal_region(prefix: str) -> int:
+def heal_region(prefix: str, typed_word: str | None = None) -> int:
     """Characters at the end of `prefix` that token healing regenerates: a partial
-    identifier (with the `.` before it), or a trailing `.`; 0 when none."""
+    identifier (with the `.` before it), or a trailing `.`; 0 when none.  `typed_word`:
+    the identifier at the end of `prefix` when the caller already found it."""
     if not prefix:
         return 0
-    match = _IDENTIFIER_TAIL.search(prefix[-MAX_HEAL_CHARS - 1 :])
-    if match:
-        length = len(match.group(0))
+    if typed_word is None or not prefix.endswith(typed_word):
+        match = _IDENTIFIER_TAIL.search(prefix[-MAX_HEAL_CHARS - 1 :])
+        typed_word = match.group(0) if match else ""
+    if typed_word:
+        length = len(typed_word)
         if length > MAX_HEAL_CHARS:
             return 0
         if prefix[-length - 1 : -length] == ".":

@@ -51,8 +51,10 @@ class DecodeRequest:
     #: wall-clock budget in seconds (None: unbounded); exceeding it gives a partial result
     timeout_s: float | None = None
     seed: int | None = None
-    #: generated text -> True when the sequence must end here (e.g. end of line)
-    stop: Callable[[str], bool] | None = None
+    #: stop(generated text, checked) -> True when the sequence must end here (e.g. end
+    #: of line); `checked` is the length of a prefix already found not to stop (the
+    #: parent's text), so a rule need only look at what the new token added
+    stop: Callable[[str, int], bool] | None = None
     #: polled between LM calls; True raises DecodeCancelled
     cancelled: Callable[[], bool] | None = None
     #: per-request decoder options, checked against the decoder's option dataclass
@@ -108,9 +110,3 @@ class Stopwatch:
         c.wall_seconds = time.perf_counter() - self.start
         c.other_seconds = max(0.0, c.wall_seconds - c.lm_seconds - c.constraint_seconds)
         return c
-
-
-#: every decoder name, in the order the README lists them (the registry in
-#: `completion.decoders` holds their classes; settings validate against this tuple
-#: without importing any decoder)
-DECODER_NAMES = ("unconstrained", "constrained", "adaptrack", "exact", "asap", "cars", "rs", "ars", "rsft", "beam", "map")

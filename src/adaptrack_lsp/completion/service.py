@@ -1,181 +1,41 @@
-"""The completion engine facade used by the language server and the CLI.
+"""The completion service: what the language server and the CLI hold.
 
-`CompletionService` owns:
+It composes three parts and adds request scheduling:
 
-- the model: loaded on the single model worker thread (background-capable, with a
-  progress callback); its state is "idle" | "loading" | "ready" | "error";
-- the API constraint: an attribute-chain monitor over a `JediIndex` (the user's
-  environment) or a `SnapshotIndex` (settings `apiSnapshot`), cached per environment;
-  look-ups of a document's imports start in the background (`warm_up`), never on the
-  model thread.  Index time is not decode time: decoding sees only what the index has
-  ready (`ReadyOnlyIndex`); a decode that needs a path still being computed stops at
-  once and either waits for it and decodes again with the full budget
-  (``wait_for_index=True``, the CLI) or answers status "indexing" with no candidates
-  (the server, which is asked again after the index is ready);
-- model loads: one per settings change (`begin_load` tickets: a change of the model
-  fields during a load queues a new load and supersedes one that has not started,
-  other changes start none);
-- running a decoder for one cursor on the model worker thread, with cancellation
-  (`DecodeRequest.cancelled`) and supersession (a newer request for the same document
-  cancels the older one between LM calls);
-- turning samples into ranked, de-duplicated candidates (by model probability) with
-  counters and where validity came from (`ConstraintInfo`).
+- `ModelHost` (`model_host.py`): the model, its loads and the model thread;
+- `ConstraintEnvironment` (`constrainers/environment.py`): the API index per
+  environment and its look-ups in the background;
+- the pipeline (`pipeline.run`): one `CompletionRequest` to ranked candidates.
 
-Prompt KV reuse across requests comes from the model backend (`set_prompt` reuses the
-longest common prompt prefix) and the stable prompt window of `completion/context.py`.
+Scheduling: requests run on the model thread; a newer request for the same document
+and mode supersedes an older one (it stops between LM calls); a request whose API
+members are still being computed is answered at once with status "indexing" without
+waiting for the model thread.  Cancellation, supersession and "index pending" reach the
+decoder through the request's `RequestControl`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
-import hashlib
-import itertools
 import logging
-import math
-import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from adaptrack_lsp.completion.model_host import ModelHost, ModelLoader, ProgressCallback, ServiceNotReady
+from adaptrack_lsp.completion.pipeline import CompletionCancelled, CompletionResult, indexing_result, run
+from adaptrack_lsp.completion.request import CompletionRequest, RequestControl
 from adaptrack_lsp.config import Settings
-from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
+from adaptrack_lsp.constrainers.environment import ConstraintEnvironment, IndexFactory
 
 logger = logging.getLogger(__name__)
 
-#: progress(message, percentage or None)
-ProgressCallback = Callable[[str, "int | None"], None]
-ModelLoader = Callable[[Settings, ProgressCallback], Any]
+__all__ = ["CompletionService", "ServiceNotReady"]
 
 
-#: decoder status of a request answered before decoding because the index is not ready
-INDEXING = "indexing"
-#: longest a caller that waits for the index waits for one path (a lookup has its own limits)
-INDEX_WAIT_LIMIT_S = 300.0
-
-
-class ServiceNotReady(RuntimeError):
-    """The model is not loaded (yet, or it failed to load)."""
-
-
-class CompletionCancelled(Exception):
-    """The request was cancelled by the client or superseded by a newer one."""
-
-    def __init__(self, reason: str = "cancelled"):
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass
-class ConstraintInfo:
-    """Where validity came from for one request."""
-
-    #: "jedi" (live environment), "snapshot" (JSON file) or "none" (unconstrained)
-    source: str = "none"
-    #: the Python interpreter (jedi) or the snapshot file
-    environment: str | None = None
-    #: top-level package -> version for the packages the constraint answered about
-    packages: dict[str, str] = field(default_factory=dict)
-    #: why completions are not API-constrained although they should be ("" when fine)
-    problem: str = ""
-    #: which environment validates completions and why it was chosen
-    reason: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Candidate:
-    """One distinct completion: the text to insert at the cursor."""
-
-    text: str
-    #: log P of the generated token sequence(s) giving this text (temperature 1)
-    logprob: float
-    valid: bool
-    complete: bool
-    #: e.g. "numpy 2.4.6" — the package whose installed API validated the text
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "logprob": self.logprob, "valid": self.valid, "complete": self.complete}
-
-
-@dataclass
-class CompletionResult:
-    candidates: list[Candidate]
-    counters: dict[str, Any]
-    constraint: ConstraintInfo
-    #: decoder status ("ok", "partial", "no_valid_completion", "failed")
-    status: str = "ok"
-    message: str = ""
-    #: characters before the cursor that were regenerated by token healing
-    heal_text: str = ""
-    prompt_tokens: int = 0
-    fim: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "candidates": [c.as_dict() for c in self.candidates],
-            "counters": self.counters,
-            "constraint": self.constraint.as_dict(),
-            "status": self.status,
-            "message": self.message,
-        }
-
-
-# -- environments --------------------------------------------------------------------------
-def document_roots(text: str) -> dict[str, tuple[str, ...]]:
-    """alias -> module path bound by the document's imports (never raises)."""
-    from adaptrack_lsp.constrainers.api import learn_roots
-
-    try:
-        return learn_roots(text)
-    except Exception:
-        logger.debug("could not read the document's imports", exc_info=True)
-        return {}
-
-
-def sanitize_text(text: str) -> str:
-    """Text safe for tokenizers: lone surrogates (undecodable input) become U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", errors="replace").decode("utf-8")
-
-
-# -- model loading ------------------------------------------------------------------------------
-def default_model_loader(settings: Settings, progress: ProgressCallback):
-    """Load `settings.model` with the Hugging Face backend ("tiny" = built-in model)."""
-    from adaptrack_lsp.completion.lm import hf
-
-    progress(f"loading {settings.model}", 10)
-    return hf.load_model(
-        settings.model,
-        device=settings.device,
-        dtype=settings.dtype,
-        kv_cache=settings.kv_cache,
-        trust_remote_code=settings.trust_remote_code,
-    )
-
-
-def model_load_message(model: str, error: BaseException) -> str:
-    """A load failure, always naming the way out (the built-in model or a local folder)."""
-    text = f"could not load model {model!r}: {error}"
-    if "tiny" not in str(error):
-        text += (
-            '; use the built-in offline model (setting model = "tiny", `--model tiny`, '
-            "`make demo MODEL=tiny`) or the path of a local model folder"
-        )
-    return text
-
-
-# -- the service --------------------------------------------------------------------------------
 class CompletionService:
-    """Model, constraint and decoding for completions at a cursor."""
+    """Model, constraint environment and request scheduling for completions."""
 
     def __init__(
         self,
@@ -183,100 +43,54 @@ class CompletionService:
         *,
         model_loader: ModelLoader | None = None,
         workspace_root: str | None = None,
-        index_factory: Callable[[Settings, str | None], Any] | None = None,
+        index_factory: IndexFactory | None = None,
     ):
         self.settings = settings or Settings()
-        self.workspace_root = workspace_root
-        self._model_loader = model_loader or default_model_loader
-        self._index_factory = index_factory
-        self.model = None
-        self.builder = None
-        self.state = "idle"
-        self.message = ""
-        self._loaded_key: tuple | None = None
-        self._model_lock = threading.Lock()
-        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="adaptrack-model")
-        self._index_worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="adaptrack-index")
+        self.host = ModelHost(model_loader)
+        self.constraints = ConstraintEnvironment(workspace_root, index_factory)
         self._generations: dict[str, int] = {}
         self._generation_lock = threading.Lock()
-        self._counter = itertools.count(1)
-        self._indexes: dict[tuple, tuple[Any, ConstraintInfo]] = {}
-        self._index_lock = threading.Lock()
         self._closed = False
-        self._load_lock = threading.Lock()
-        self._load_ticket = 0
-        self._warm_lock = threading.Lock()
-        self._warm_texts: dict[str, str] = {}
-        self._warm_futures: dict[str, concurrent.futures.Future] = {}
-        self._requested_key: tuple | None = None
         from adaptrack_lsp.completion.memory import FreeMemoryReleaser
 
         self._memory = FreeMemoryReleaser()
 
-    # -- lifecycle ------------------------------------------------------------------------
+    # -- the model (delegated to the host) ----------------------------------------------------
     @property
     def ready(self) -> bool:
-        return self.state == "ready" and self.model is not None
+        return self.host.ready
+
+    @property
+    def state(self) -> str:
+        return self.host.state
+
+    @property
+    def message(self) -> str:
+        return self.host.message
+
+    @property
+    def model(self):
+        return self.host.model
 
     def needs_reload(self, settings: Settings) -> bool:
-        """Whether `settings` need a model load: their model fields differ from the
-        model loaded or being loaded, or the last load failed."""
-        if self.state == "error":
-            return True
-        target = self._requested_key if self._requested_key is not None else self._loaded_key
-        return target != settings.model_key()
+        return self.host.needs_reload(settings)
 
     def update_settings(self, settings: Settings) -> bool:
         """Adopt new settings; True when the model must be loaded again (a load of the
         same model fields already under way counts as loaded)."""
-        reload = self.needs_reload(settings)
-        if self._index_key(settings) != self._index_key(self.settings):
-            with self._index_lock:
-                self._indexes.clear()
+        reload = self.host.needs_reload(settings)
+        if self.constraints.key(settings) != self.constraints.key(self.settings):
+            self.constraints.forget()
         self.settings = settings
         return reload
 
     def begin_load(self) -> int:
-        """Record that the current settings' model is to be loaded (state "loading");
-        returns the ticket of that load.  A later ticket supersedes it."""
-        with self._load_lock:
-            self._load_ticket += 1
-            self._requested_key = self.settings.model_key()
-            self.state, self.message = "loading", f"loading {self.settings.model}"
-            return self._load_ticket
-
-    def superseded_load(self, ticket: int | None) -> bool:
-        return ticket is not None and ticket != self._load_ticket
+        """Record that the current settings' model is to be loaded; returns the ticket."""
+        return self.host.begin_load(self.settings)
 
     def load(self, progress: ProgressCallback | None = None, ticket: int | None = None) -> None:
         """Load the model for the current settings (blocking; raises on failure)."""
-        progress = progress or (lambda message, percentage=None: None)
-        settings = self.settings
-        if ticket is None:
-            ticket = self.begin_load()
-        self.state, self.message = "loading", f"loading {settings.model}"
-        try:
-            with self._model_lock:
-                self.model = None
-                self.builder = None
-                lm = self._model_loader(settings, progress)
-                progress("preparing the prompt builder", 80)
-                from adaptrack_lsp.completion.context import PromptBuilder
-
-                self.builder = PromptBuilder.for_model(lm, max_new_tokens=settings.max_new_tokens)
-                progress("preparing the model for requests", 90)
-                lm.warm_up(self.builder.max_prompt_tokens, settings.max_new_tokens)
-                self.model = lm
-                self._loaded_key = settings.model_key()
-        except Exception as error:
-            self.state = "error"
-            self.message = model_load_message(settings.model, error)
-            logger.info("model load failed: %s", error, exc_info=logger.isEnabledFor(logging.DEBUG))
-            raise ServiceNotReady(self.message) from error
-        if self.superseded_load(ticket):
-            return  # a newer load is queued: the state stays "loading"
-        self.state, self.message = "ready", f"{getattr(self.model, 'name', settings.model)} ready"
-        progress("ready", 100)
+        self.host.load(self.settings, progress, ticket)
 
     def load_in_background(
         self,
@@ -284,250 +98,89 @@ class CompletionService:
         done: Callable[[str, str], None] | None = None,
         ticket: int | None = None,
     ) -> concurrent.futures.Future:
-        """Load on the model worker thread; `done(state, message)` is called after, with
-        state "superseded" when a newer load was asked for meanwhile (then that one
-        reports).  `ticket`: from `begin_load` (a new one when omitted)."""
-        if ticket is None:
-            ticket = self.begin_load()
-
-        def job():
-            if self.superseded_load(ticket):
-                if done is not None:
-                    done("superseded", "a newer model load was requested")
-                return
-            try:
-                self.load(progress, ticket)
-            except ServiceNotReady:
-                pass
-            except BaseException as error:  # never leave the state at "loading"
-                self.state, self.message = "error", model_load_message(self.settings.model, error)
-            finally:
-                if done is not None:
-                    try:
-                        done("superseded" if self.superseded_load(ticket) else self.state, self.message)
-                    except Exception:
-                        logger.exception("load callback failed")
-
-        return self._worker.submit(job)
+        """Load on the model thread; `done(state, message)` after (state "superseded" when
+        a newer load was asked for meanwhile).  `ticket`: from `begin_load`."""
+        return self.host.load_in_background(lambda: self.settings, progress, done, ticket)
 
     def close(self) -> None:
         self._closed = True
         with self._generation_lock:
             for key in list(self._generations):
                 self._generations[key] += 1
-        self._worker.shutdown(wait=False, cancel_futures=True)
-        self._index_worker.shutdown(wait=False, cancel_futures=True)
-        with self._index_lock:
-            indexes = [index for index, _ in self._indexes.values() if index is not None]
-            self._indexes.clear()
-        for index in indexes:  # stops runtime introspection workers (their process groups)
-            try:
-                index.close()
-            except Exception:
-                logger.debug("closing an API index failed", exc_info=True)
+        self.host.close()
+        self.constraints.close()
 
-    # -- constraint -----------------------------------------------------------------------
-    def _index_key(self, settings: Settings) -> tuple:
-        return (
-            settings.python_path,
-            settings.api_snapshot,
-            settings.runtime_introspection,
-            settings.trusted_workspace,
-            self.workspace_root,
-        )
-
-    def api_index(self, settings: Settings | None = None) -> tuple[Any, ConstraintInfo]:
-        """(APIIndex or None, info) for the settings' environment, built once and cached."""
-        settings = settings or self.settings
-        key = self._index_key(settings)
-        with self._index_lock:
-            cached = self._indexes.get(key)
-            if cached is not None and cached[0] is not None and getattr(cached[0], "problem", ""):
-                # the environment failed after the index was made (e.g. it stopped answering)
-                index = cached[0]
-                cached = self._indexes[key] = (
-                    None,
-                    ConstraintInfo(source="none", environment=getattr(index, "python", None), problem=index.problem),
-                )
-            if cached is not None:
-                return cached
-            index, info = self._make_index(settings)
-            self._indexes[key] = (index, info)
-            return index, info
-
-    def _make_index(self, settings: Settings) -> tuple[Any, ConstraintInfo]:
-        try:
-            if self._index_factory is not None:
-                index = self._index_factory(settings, self.workspace_root)
-                if index is None:
-                    return None, ConstraintInfo(source="none")
-                return index, ConstraintInfo(source=getattr(index, "source", "") or "custom")
-            if settings.api_snapshot:
-                from adaptrack_lsp.constrainers.api_index import SnapshotIndex
-
-                index = SnapshotIndex(settings.api_snapshot)
-                return index, ConstraintInfo(
-                    source="snapshot", environment=str(settings.api_snapshot), reason="setting apiSnapshot"
-                )
-            from adaptrack_lsp.constrainers.api_index import JediIndex
-
-            index = JediIndex(
-                python=settings.python_path,
-                workspace=self.workspace_root,
-                timeout_s=settings.timeout_ms / 1000.0,
-                runtime_introspection=settings.runtime_introspection,
-                trusted_workspace=settings.trusted_workspace,
-            )
-        except Exception as error:
-            logger.warning("API index unavailable: %s", error)
-            return None, ConstraintInfo(source="none", environment=settings.api_snapshot or settings.python_path, problem=str(error))
-        if index.problem:
-            return None, ConstraintInfo(
-                source="none", environment=settings.python_path, problem=index.problem, reason=index.describe()
-            )
-        return index, ConstraintInfo(source="jedi", environment=index.python, reason=index.describe())
+    # -- the constraint (delegated to the environment) ----------------------------------------
+    def api_index(self, settings: Settings | None = None) -> tuple[Any, Any]:
+        """(APIIndex or None, ConstraintInfo) for the settings' environment."""
+        return self.constraints.api_index(settings or self.settings)
 
     def describe_constraint(self, settings: Settings | None = None) -> str:
-        """One line: which environment (or snapshot) validates completions, and why."""
-        index, info = self.api_index(settings)
-        if info.reason:
-            return info.reason
-        if info.problem:
-            return f"completions are not API-constrained ({info.problem})"
-        return f"API constraint: {info.source}"
-
-    def token_constraint(self, plan, text: str, settings: Settings, view=None, clean: bool = True):
-        """The id-level constraint for one prompt plan: API monitor AND the healing prefix.
-
-        A fresh monitor per request: monitors cache "unknown" answers, and an index
-        answer that was not ready last time may be ready now (the index caches).
-        `view`: what the monitor asks instead of the index (a `ReadyOnlyIndex`).  `clean`:
-        also forbid control characters and U+FFFD (`CleanText`; off for `unconstrained`)."""
-        from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
-        from adaptrack_lsp.constrainers.base import Unconstrained
-        from adaptrack_lsp.constrainers.clean_text import CleanText
-
-        index, info = self.api_index(settings)
-        if index is not None and index.problem:
-            index, info = None, dataclasses.replace(info, source="none", environment=info.environment, problem=index.problem)
-        elif index is not None and view is not None:
-            index = view
-        parts = [CleanText()] if clean else []
-        if plan.heal_text:
-            from adaptrack_lsp.constrainers.compose import ForcedPrefix
-
-            parts.append(ForcedPrefix(plan.heal_text))
-        if index is not None:
-            parts.append(ApiMonitor(index))
-        if not parts:
-            return Unconstrained(self.model.vocab), info
-        from adaptrack_lsp.constrainers.token_index import TokenIndex
-
-        if len(parts) == 1:
-            constrainer = parts[0]
-        else:
-            from adaptrack_lsp.constrainers.compose import AllOf
-
-            constrainer = AllOf(*parts)
-        context = ConstraintContext(document=text, prefix=plan.constraint_prefix)
-        return TokenIndex(constrainer, self.model.vocab, context=context), info
+        return self.constraints.describe(settings or self.settings)
 
     def warm_up(self, text: str, settings: Settings | None = None, document: str = "") -> concurrent.futures.Future | None:
-        """Start the API index look-ups of the document's imports (on the index thread,
-        never the model thread); the future gives the number of paths asked for.  Calls
-        for the same `document` while one is queued only update the text it reads."""
-        settings = settings or self.settings
+        """Start the API look-ups of the document's imports on the index thread."""
         if self._closed:
             return None
-        if document:
-            with self._warm_lock:
-                queued = document in self._warm_texts
-                self._warm_texts[document] = text
-                if queued:
-                    return self._warm_futures.get(document)
+        return self.constraints.warm_up(settings or self.settings, text, document)
 
-        def job():
-            with self._warm_lock:
-                latest = self._warm_texts.pop(document, text) if document else text
-            roots = document_roots(latest)
-            if not roots:
-                return 0
-            index, _ = self.api_index(settings)
-            if index is None:
-                return 0
-            asked = 0
-            for path in dict.fromkeys(roots.values()):
-                try:
-                    index.prefetch(path)
-                    asked += 1
-                except Exception:
-                    logger.debug("warm-up of %s failed", ".".join(path), exc_info=True)
-            return asked
+    # -- requests ---------------------------------------------------------------------------
+    def request(
+        self,
+        text: str,
+        offset: int,
+        *,
+        mode: str = "inline",
+        document: str = "",
+        version: int | None = None,
+        settings: Settings | None = None,
+        seed: int | None = None,
+    ) -> CompletionRequest:
+        """A request for a cursor at character `offset` of `text`, with the settings in
+        force now (unless `settings` are given)."""
+        return CompletionRequest.build(
+            text, offset, mode=mode, settings=settings or self.settings, document=document, version=version, seed=seed
+        )
 
-        try:
-            future = self._index_worker.submit(job)
-        except RuntimeError:  # shut down
-            return None
-        if document:
-            with self._warm_lock:
-                self._warm_futures[document] = future
-        return future
-
-    # -- completion -------------------------------------------------------------------------
     def begin_request(self, key: str) -> Callable[[], bool]:
-        """Register a new request for document `key`; returns its `superseded()` check.
-
-        Every request for the same key supersedes the ones registered before it.
-        """
+        """Register a new request for `key`; returns its `superseded()` check.  Every
+        request for the same key supersedes the ones registered before it."""
         with self._generation_lock:
             generation = self._generations.get(key, 0) + 1
             self._generations[key] = generation
         return lambda: self._closed or self._generations.get(key) != generation
 
-    def submit(
-        self,
-        text: str,
-        offset: int,
-        *,
-        document: str = "",
-        mode: str = "inline",
-        cancelled: Callable[[], bool] | None = None,
-        settings: Settings | None = None,
-        seed: int | None = None,
-    ) -> concurrent.futures.Future:
-        """Run `complete` on the model worker thread.  A later submit for the same
-        `document` and `mode` supersedes this one (its future raises
-        `CompletionCancelled("superseded")`).  When API members the cursor needs are
-        still being computed, the future is already done with status "indexing" (the
-        model thread, maybe busy with another request, is not waited for)."""
-        if not self.ready:
-            raise ServiceNotReady(self.message or "the model is not loaded")
-        superseded = self.begin_request(f"{mode}:{document}")
-        settings = settings or self.settings  # the settings in force when the request came
-        indexing = self.indexing_result(text, offset, settings)
+    def indexing_answer(self, request: CompletionRequest) -> CompletionResult | None:
+        """The "indexing" answer when API members `request` needs are still being
+        computed (their look-ups are started), else None.  Cheap: waits for nothing."""
+        started = time.perf_counter()
+        index, info = self.constraints.api_index(request.settings)
+        pending = self.constraints.pending(index, request.needed_paths())
+        return indexing_result(request, pending, info, started) if pending else None
+
+    def submit(self, request: CompletionRequest, cancelled: Callable[[], bool] | None = None) -> concurrent.futures.Future:
+        """Run `request` on the model thread.  A later submit for the same document and
+        mode supersedes this one (its future raises `CompletionCancelled("superseded")`).
+        When API members the cursor needs are still being computed, the future is already
+        done with status "indexing" (the model thread is not waited for)."""
+        self.host.require_ready()
+        control = RequestControl(cancelled, self.begin_request(f"{request.mode}:{request.document}"))
+        indexing = self.indexing_answer(request)
         if indexing is not None:
             answered: concurrent.futures.Future = concurrent.futures.Future()
             answered.set_result(indexing)
             return answered
 
-        def is_cancelled() -> bool:
-            return superseded() or (cancelled is not None and cancelled())
-
         def job():
-            if superseded():
-                raise CompletionCancelled("superseded")
-            if cancelled is not None and cancelled():
-                raise CompletionCancelled("cancelled")
+            reason = control.cancelled_by_client()
+            if reason is not None:
+                raise CompletionCancelled(reason)
             try:
-                return self.complete(
-                    text, offset, mode=mode, cancelled=is_cancelled, settings=settings, seed=seed, document=document
-                )
-            except CompletionCancelled:
-                raise CompletionCancelled("superseded" if superseded() else "cancelled") from None
+                return run(request, self.host, self.constraints, control)
             finally:
                 self._memory.after_request()  # the request's prefix tree is garbage now
 
-        return self._worker.submit(job)
+        return self.host.submit(job)
 
     def complete(
         self,
@@ -542,271 +195,19 @@ class CompletionService:
         wait_for_index: bool = False,
         index_progress: Callable[[str], None] | None = None,
     ) -> CompletionResult:
-        """Candidates for a cursor at character `offset` of `text` (blocking).
+        """Candidates for a cursor at character `offset` of `text`, on the calling thread.
 
         `mode` "inline": ghost text — greedy at temperature 0 (one candidate), otherwise
         `numSamples` samples at `temperature`.  "list": `numSamples` samples at
         max(temperature, 1.0) with `listDecoder` (default `exact`: exact samples of
-        P(s|c) under the constraint, per request).
-        Raises `CompletionCancelled` when `cancelled()` turns true between LM calls.
-        `document` names the prompt cache slot of the model (one per document).
-        Without a `seed` the samples are seeded from the text, the cursor and the mode:
-        asking again at the same place gives the same list (no flicker), another place
-        or another text draws afresh.
-
-        `timeoutMs` bounds decoding only.  API members that are not computed yet: with
-        `wait_for_index` the call waits for them (`index_progress(message)` says what it
-        waits for) and decodes again with the full budget; without, it answers at once
-        with status "indexing", no candidates, and the look-ups running in the
-        background.  Counters: `index_seconds` (what the index has spent computing answers
-        in this process so far), `index_wait_seconds` (the time this call waited for
-        it), `wall_seconds` (the decode).
+        P(s|c) under the constraint, per request).  Without a `seed` the samples are
+        seeded from the text, the cursor and the mode (asking again at the same place
+        gives the same list).  `timeoutMs` bounds decoding only; API members not computed
+        yet are waited for (`wait_for_index`, with `index_progress`) or answered with
+        status "indexing" (see `pipeline.run`).  Counters: `index_seconds`,
+        `index_wait_seconds`, `wall_seconds`, `service_seconds`.
         """
-        if mode not in ("inline", "list"):
-            raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
-        settings = settings or self.settings
-        if not self.ready:
-            raise ServiceNotReady(self.message or "the model is not loaded")
-        started = time.perf_counter()
-        text = sanitize_text(text)
-        if seed is None:
-            seed = request_seed(text, offset, mode)
-        index, info = self.api_index(settings)
-        if index is not None and index.problem:
-            index = None
-        index_seconds = 0.0
-        given_up: set[tuple[str, ...]] = set()
-        if index is not None:
-            if wait_for_index:
-                index_seconds += self._wait_for_index(index, needed_paths(text, offset), given_up, index_progress)
-            else:
-                indexing = self.indexing_result(text, offset, settings)
-                if indexing is not None:
-                    return indexing
-        while True:
-            view = ReadyOnlyIndex(index, unknown=given_up) if index is not None else None
-            stop = view.has_pending if view is not None else (lambda: False)
-            try:
-                result, plan, info, request = self._decode(text, offset, mode, settings, seed, document, cancelled, view, stop)
-            except CompletionCancelled:
-                if view is None or not view.pending or (cancelled is not None and cancelled()):
-                    raise
-                result = None
-            if view is None or not view.pending:
-                break
-            if not wait_for_index:
-                return self._indexing_result(view.pending, info, started)
-            index_seconds += self._wait_for_index(index, view.pending, given_up, index_progress)
-        if given_up:
-            waited = ", ".join(".".join(p) for p in given_up)
-            info = dataclasses.replace(info, problem=f"members of {waited} were not computed in time; left unconstrained")
-        # a path cut by the time budget may stop anywhere (inside a name): not an answer
-        samples = [s for s in result.samples if s.complete or not result.timed_out]
-        candidates = rank_candidates(plan, samples)
-        packages = {}
-        if index is not None:
-            try:
-                packages = dict(index.packages())
-            except Exception:
-                logger.debug("index.packages() failed", exc_info=True)
-        info = dataclasses.replace(info, packages=packages)
-        if mode == "list" and candidates:  # only lists show where validity came from
-            roots = document_roots(text)
-            for candidate in candidates:
-                candidate.detail = validity_detail(plan.line_prefix + candidate.text, roots, packages, info)
-        counters = result.counters.as_dict()
-        counters["service_seconds"] = time.perf_counter() - started
-        counters["index_wait_seconds"] = index_seconds
-        counters["index_seconds"] = index.work_seconds() if index is not None else 0.0
-        counters["prompt_tokens"] = len(plan.prompt_ids)
-        counters["prompt_tokens_reused"] = result.prompt_reused
-        return CompletionResult(
-            candidates=candidates,
-            counters=counters,
-            constraint=info,
-            status=result.status,
-            message=result.message,
-            heal_text=plan.heal_text,
-            prompt_tokens=len(plan.prompt_ids),
-            fim=plan.fim,
-        )
-
-    def _decode(self, text, offset, mode, settings, seed, document, cancelled, view, stop):
-        """One decode on the model, constrained by `view`; (result, plan, info, request).
-        `stop()` turning true ends it like a cancellation."""
-        from adaptrack_lsp.completion.context import prompt_budget
-        from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest
-
-        with self._model_lock:
-            lm = self.model
-            decoder_name = settings.decoder if mode == "inline" else settings.list_decoder
-            builder = self.builder
-            heal = decoder_name != "unconstrained"  # an unconstrained decoder cannot be forced
-            # the prompt budget follows the request's maxNewTokens (not the one at load time)
-            budget = prompt_budget(lm, settings.max_new_tokens)
-            if builder.heal != heal or builder.max_prompt_tokens != budget:
-                builder = dataclasses.replace(builder, heal=heal, max_prompt_tokens=budget)
-            plan = builder.build(text, offset, multiline=settings.multiline)
-            constraint, info = self.token_constraint(plan, text, settings, view, clean=decoder_name != "unconstrained")
-            if mode == "inline" and settings.temperature <= 0.0:
-                temperature, samples = 0.0, 1
-            elif mode == "inline":
-                temperature, samples = settings.temperature, settings.num_samples
-            else:
-                temperature, samples = max(settings.temperature, 1.0), settings.num_samples
-            request = DecodeRequest(
-                prompt_ids=plan.prompt_ids,
-                num_samples=samples,
-                temperature=temperature,
-                max_new_tokens=settings.max_new_tokens,
-                timeout_s=settings.timeout_ms / 1000.0,
-                seed=seed,
-                stop=plan.stop,
-                cancelled=lambda: stop() or (cancelled is not None and cancelled()),
-                cache_key=document,
-            )
-            decoder = decoder_for(decoder_name, settings)
-            try:
-                result = decoder.decode(lm, constraint, request)
-            except DecodeCancelled:
-                raise CompletionCancelled("cancelled") from None
-        return result, plan, info, request
-
-    def _wait_for_index(self, index, paths, given_up: set, progress: Callable[[str], None] | None) -> float:
-        """Wait until `paths` are answered (each at most INDEX_WAIT_LIMIT_S; those not
-        answered by then are added to `given_up`); returns the seconds waited."""
-        started = time.perf_counter()
-        waiting = [tuple(p) for p in paths if not index.ready(tuple(p))]
-        if not waiting:
-            return 0.0
-        if progress is not None:
-            progress("computing the API members of " + ", ".join(".".join(p) for p in waiting))
-        for path in waiting:
-            if not index.wait_ready([path], INDEX_WAIT_LIMIT_S):
-                given_up.add(path)
-        return time.perf_counter() - started
-
-    def indexing_result(self, text: str, offset: int, settings: Settings | None = None) -> CompletionResult | None:
-        """The "indexing" answer when API members a completion at `offset` needs are
-        still being computed (their look-ups are started), else None.  Cheap: no
-        look-up is waited for."""
-        started = time.perf_counter()
-        index, info = self.api_index(settings or self.settings)
-        if index is None or index.problem:
-            return None
-        pending = [path for path in needed_paths(text, offset) if not index.ready(path)]
-        if not pending:
-            return None
-        for path in pending:
-            index.prefetch(path)
-        return self._indexing_result(pending, info, started)
-
-    def _indexing_result(self, pending, info: ConstraintInfo, started: float) -> CompletionResult:
-        names = ", ".join(".".join(p) for p in pending)
-        return CompletionResult(
-            candidates=[],
-            counters={"service_seconds": time.perf_counter() - started, "index_wait_seconds": 0.0},
-            constraint=info,
-            status=INDEXING,
-            message=f"computing the API members of {names}; completions follow when they are ready",
-        )
-
-
-def request_seed(text: str, offset: int, mode: str) -> int:
-    """A stable 64-bit seed for a completion at `offset` of `text` (same input, same samples)."""
-    digest = hashlib.blake2b(f"{mode}\0{offset}\0{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
-
-
-def decoder_for(name: str, settings: Settings):
-    """The decoder `name` with the options the settings give it (only the options its
-    option dataclass declares: `constrained` has no `top_p_validity`)."""
-    from adaptrack_lsp.completion.decoders import DECODERS, get_decoder
-
-    wanted = {
-        "top_p_validity": settings.top_p_validity,
-        "max_backtrack_distance": settings.max_backtrack_distance,
-        "share_estimates": True,
-    }
-    accepted = {f.name for f in dataclasses.fields(DECODERS[name].Options)}
-    return get_decoder(name, **{key: value for key, value in wanted.items() if key in accepted})
-
-
-_CURSOR_CHAIN_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\.\s*\w*\Z")
-
-
-def needed_paths(text: str, offset: int) -> list[tuple[str, ...]]:
-    """The index paths a completion at `offset` needs before decoding: the modules the
-    document imports and every prefix of the attribute chain at the cursor
-    (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
-    roots = document_roots(text)
-    paths = list(roots.values())
-    line_start = text.rfind("\n", 0, offset) + 1
-    match = _CURSOR_CHAIN_RE.search(text[line_start:offset])
-    if match:
-        names = [name.strip() for name in match.group(1).split(".")]
-        root = roots.get(names[0])
-        if root:
-            chain = tuple(root) + tuple(names[1:])
-            paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
-    return list(dict.fromkeys(tuple(p) for p in paths))
-
-
-def rank_candidates(plan, samples) -> list[Candidate]:
-    """Distinct answers: complete ones first, each group ranked by probability.
-
-    Samples are first made unique by token sequence (a sequence drawn twice counts
-    once); sequences that give the same answer text add their probabilities.  Empty
-    answers and generations that contradict the typed text are dropped.  A path cut by
-    `maxNewTokens` is not a sample of P(s | c): it is kept (the rest of a long line is
-    still useful) but ranked after every complete answer.
-    """
-    seen_sequences: set[tuple[int, ...]] = set()
-    by_text: dict[str, Candidate] = {}
-    for sample in samples:
-        key = tuple(sample.token_ids)
-        if key in seen_sequences:
-            continue
-        seen_sequences.add(key)
-        answer = plan.finish(sample.text)
-        if not answer or not answer.strip():
-            continue
-        existing = by_text.get(answer)
-        if existing is None:
-            by_text[answer] = Candidate(answer, float(sample.logprob), bool(sample.valid), bool(sample.complete))
-        else:
-            existing.logprob = float(_logaddexp(existing.logprob, sample.logprob))
-            existing.valid = existing.valid and bool(sample.valid)
-            existing.complete = existing.complete or bool(sample.complete)
-    return sorted(by_text.values(), key=lambda c: (not c.complete, -c.logprob))
-
-
-def _logaddexp(a: float, b: float) -> float:
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    top = max(a, b)
-    return top + math.log(math.exp(a - top) + math.exp(b - top))
-
-
-_CHAIN_ROOT_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\.")
-
-
-def validity_detail(
-    line_text: str, roots: dict[str, tuple[str, ...]], packages: dict[str, str], info: ConstraintInfo
-) -> str:
-    """Which installed package validated an answer, e.g. "numpy 2.4.6"."""
-    for match in _CHAIN_ROOT_RE.finditer(line_text):
-        path = roots.get(match.group(1))
-        if not path:
-            continue
-        top = path[0]
-        version = packages.get(top)
-        if version:
-            return f"{top} {version}"
-        if info.source == "snapshot":
-            return f"{top} (snapshot)"
-    if info.source == "none":
-        return "unconstrained"
-    return info.source
+        request = self.request(text, offset, mode=mode, document=document, settings=settings, seed=seed)
+        self.host.require_ready()
+        control = RequestControl(cancelled)
+        return run(request, self.host, self.constraints, control, wait_for_index=wait_for_index, index_progress=index_progress)

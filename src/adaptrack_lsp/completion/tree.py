@@ -44,7 +44,7 @@ from adaptrack_lsp.completion.decoding import (
     Sample,
 )
 
-__all__ = ["BudgetExceeded", "Node", "PrefixTree", "QChange", "TAIL", "finish_status"]
+__all__ = ["BudgetExceeded", "Node", "PrefixTree", "QChange", "TAIL", "decide_status"]
 
 UNCHECKED, INVALID, VALID = -1, 0, 1
 #: `draw` returns this when the tail bucket was drawn (see `PrefixTree.expand_tail`)
@@ -510,7 +510,7 @@ class PrefixTree:
         child.logprob = node.logprob + float(node.raw_logprobs[index])
         if token in self.vocab.eos_ids:
             child.terminal = True
-        elif self.request.stop is not None and self.vocab.text(token) and self.request.stop(child.text):
+        elif self.request.stop is not None and self.vocab.text(token) and self.request.stop(child.text, len(node.text)):
             child.terminal = True
         elif child.depth >= self.max_new_tokens:
             child.cut = True
@@ -626,16 +626,22 @@ class PrefixTree:
         self,
         samples: list[Sample],
         counters: Counters,
-        status: str,
-        message: str = "",
         failures: int = 0,
-        prompt_info=None,
+        *,
         timed_out: bool = False,
+        stopped: str = "",
+        gave_up: str = "",
+        exhausted: bool = False,
+        prompt_info=None,
     ) -> DecodeResult:
-        """The decode's result; `prompt_info` defaults to this tree's (a decode that built
+        """The decode's result, its status decided by `decide_status` from what the
+        decoder reports; `prompt_info` defaults to this tree's (a decode that built
         several trees passes the first one's)."""
         info = prompt_info if prompt_info is not None else self.prompt_info
-        if status == "no_valid_completion" and (not message or message == NO_VALID_COMPLETION):
+        status, message = decide_status(
+            samples, failures, self.root.q, timed_out=timed_out, stopped=stopped, gave_up=gave_up, exhausted=exhausted
+        )
+        if status == "no_valid_completion":
             message = self.no_valid_message()
         return DecodeResult(
             samples=samples,
@@ -648,11 +654,40 @@ class PrefixTree:
         )
 
 
-def finish_status(samples: Sequence[Sample], failures: int, root_q: float) -> str:
-    if not samples and root_q <= 0.0:
-        return "no_valid_completion"
+#: why a result is partial when a sample was cut by max_new_tokens
+MAX_NEW_TOKENS_MESSAGE = "max_new_tokens reached before the sequence ended"
+
+
+def decide_status(
+    samples: Sequence[Sample],
+    failures: int,
+    root_q: float,
+    *,
+    timed_out: bool = False,
+    stopped: str = "",
+    gave_up: str = "",
+    exhausted: bool = False,
+) -> tuple[str, str]:
+    """(status, message) of a decode: the one place that decides them.
+
+    Most decisive first: a decoder that gave up (`gave_up`, its reason) is "failed"; a
+    time budget that ran out (`timed_out`) or a search budget (`stopped`, its reason) is
+    "partial"; nothing valid (Q[root] = 0, or a search that `exhausted` every valid
+    path) is "no_valid_completion" without samples and "failed" with some samples
+    missing; a sample cut by max_new_tokens is "partial"; samples that could not be
+    drawn (`failures`) are "failed"; else "ok".
+    """
+    if gave_up:
+        return "failed", gave_up
+    if timed_out or stopped:
+        return "partial", stopped
+    if root_q <= 0.0 or exhausted:
+        if not samples:
+            return "no_valid_completion", ""
+        if failures:
+            return "failed", ""
     if any(not s.complete for s in samples):
-        return "partial"
+        return "partial", MAX_NEW_TOKENS_MESSAGE
     if failures:
-        return "failed"
-    return "ok"
+        return "failed", ""
+    return "ok", ""

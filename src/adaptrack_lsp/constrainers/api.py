@@ -242,6 +242,26 @@ class ApiMonitor(Constrainer):
         return True
 
     # -- diagnostics -----------------------------------------------------------------------
+    def resolved_chains(self, context, text: str) -> list[tuple[str, ...]]:
+        """The resolved chains in `text` after `context`, each at its longest path
+        (``np.linalg.norm(x)`` -> ``[("numpy", "linalg", "norm")]``)."""
+        state = self.start(context)
+        chains: list[tuple[str, ...]] = []
+        current: tuple[str, ...] | None = None
+        for char in text:
+            state, _violation = self.lex(state, char, lenient=True)
+            if state[0] == _AFTER:
+                current = state[1]
+            elif state[0] == _MEMBER:
+                members = self.path_info(state[1]).members
+                current = state[1] + (state[2],) if members is not None and state[2] in members else state[1]
+            elif current is not None:
+                chains.append(current)
+                current = None
+        if current is not None:
+            chains.append(current)
+        return list(dict.fromkeys(chains))
+
     @staticmethod
     def in_chain(state) -> bool:
         """Whether `state` is inside a constrained chain (after a resolved root/member)."""

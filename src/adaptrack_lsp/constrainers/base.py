@@ -53,6 +53,12 @@ class Constrainer(ABC):
         the index walk the vocabulary trie."""
         return None
 
+    def resolved_chains(self, context: Any, text: str) -> list[tuple[str, ...]]:
+        """The attribute chains (module paths) this constrainer resolved and checked in
+        `text` generated after `context`, e.g. ``[("numpy", "linalg", "norm")]``; [] for
+        constrainers that check no chains.  Used to say which package validated an answer."""
+        return []
+
 
 class TokenConstraint(ABC):
     """A prefix-closed constraint on token-id sequences."""
@@ -73,6 +79,11 @@ class TokenConstraint(ABC):
     @abstractmethod
     def mask(self, state: State) -> np.ndarray:
         """bool[vocab.size]: which ids are valid next."""
+
+    def resolved_chains(self, text: str) -> list[tuple[str, ...]]:
+        """The attribute chains the constraint resolved in generated `text` (see
+        `Constrainer.resolved_chains`); [] by default."""
+        return []
 
 
 class Unconstrained(TokenConstraint):

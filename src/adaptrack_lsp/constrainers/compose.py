@@ -50,6 +50,9 @@ class AllOf(Constrainer):
     def is_free(self, state: State) -> bool:
         return all(part.is_free(s) for part, s in zip(self.parts, state))
 
+    def resolved_chains(self, context: Any, text: str) -> list[tuple[str, ...]]:
+        return [chain for part in self.parts for chain in part.resolved_chains(context, text)]
+
 
 class ForcedPrefix(Constrainer):
     """The generated text must start with `text`; the state is what is still owed."""

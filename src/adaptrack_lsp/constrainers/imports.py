@@ -8,6 +8,7 @@ the document's import lines, so typing elsewhere costs nothing.
 
 from __future__ import annotations
 
+import logging
 import re
 
 _PARSER = None
@@ -114,3 +115,12 @@ def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
                         roots[parts[0]] = base + parts
     # statements come in source order, so later imports overwrite earlier ones
     return {alias: path for alias, path in roots.items() if alias.isidentifier()}
+
+
+def document_roots(text: str) -> dict[str, tuple[str, ...]]:
+    """`learn_roots` that never raises (a document whose imports cannot be read binds none)."""
+    try:
+        return learn_roots(text)
+    except Exception:
+        logging.getLogger(__name__).debug("could not read the document's imports", exc_info=True)
+        return {}

@@ -4,7 +4,7 @@ Decoding runs under a time budget (`timeoutMs`); an index lookup that is still b
 computed (the first members of a big package take seconds) must not eat it.  The view
 answers what its index has ready, starts the lookup of anything else in the background,
 answers "unknown" for it and records it in `pending`.  The caller stops the decode as
-soon as `pending` is not empty (see `CompletionService.complete`), waits for or reports
+soon as `pending` is not empty (see `completion.pipeline.run`), waits for or reports
 the pending paths, and decodes again once they are ready.
 """
 

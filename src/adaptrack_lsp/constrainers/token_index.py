@@ -28,12 +28,14 @@ import re
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.base import Constrainer, State, TokenConstraint
+
+if TYPE_CHECKING:  # pragma: no cover - the vocabulary is passed in; only its type is named
+    from adaptrack_lsp.completion.vocab import Vocabulary
 
 _LEAD = re.compile(r"\w*")
 _DOT_LEAD = re.compile(r"[ \t]*\.")
@@ -240,6 +242,9 @@ class TokenIndex(TokenConstraint):
             index.clear_caches()
 
     # -- TokenConstraint --------------------------------------------------------------
+    def resolved_chains(self, text: str) -> list[tuple[str, ...]]:
+        return self.constrainer.resolved_chains(self.context, text)
+
     def initial_state(self) -> State:
         if self._initial is None:
             self._initial = (self.constrainer.start(self.context),)

@@ -9,8 +9,9 @@ same walk the ``index`` command uses).  From it:
 - v1 setting: the ``tensorflow.compat.v1.X`` names as ``tensorflow.X``
   (`compat_v1_as_root`, paper §6.1).
 
-`APIConstraintProvider` turns an index into, per item, the API monitor (`ApiMonitor`)
-started on the item's prompt and wrapped by `TokenIndex` for the model's vocabulary, and
+`APIConstraintProvider` turns an index into, per item, the token constraint the server
+uses too (`constrainers.environment.token_constraint`: the API monitor started on the
+item's prompt, over the model's vocabulary), and
 answers whether the constraint accepts the item's oracle (constraint recall).
 """
 
@@ -126,10 +127,13 @@ class APIConstraintProvider:
         return ApiMonitor(self.index)
 
     def token_constraint(self, item: EvalItem, lm):
-        from adaptrack_lsp.constrainers.token_index import TokenIndex
+        """The same assembly as the server's (`constrainers.environment.token_constraint`):
+        the API monitor over the item's prompt (no healing: items end at a chain start;
+        no clean-text part, as in the paper)."""
+        from adaptrack_lsp.constrainers.environment import token_constraint
 
         # the per-vocabulary tables are cached by TokenTables.of
-        return TokenIndex(self.monitor(), lm.vocab, context=self.context(item))
+        return token_constraint(lm.vocab, index=self.index, document=item.prompt, prefix=item.prompt)
 
     def accepts(self, item: EvalItem) -> bool:
         """Whether the constraint lets the oracle chain be generated and end there (``(``)."""

@@ -73,10 +73,11 @@ def _is_chain_char(char: str) -> bool:
     return char == "." or char == "_" or char.isalnum()
 
 
-def chain_ended(generated: str) -> bool:
+def chain_ended(generated: str, checked: int = 0) -> bool:
     """Stop rule for API completion: True once the text holds a character that is neither
-    an identifier character nor ``.`` (``(``, space, newline, ...)."""
-    return any(not _is_chain_char(char) for char in generated)
+    an identifier character nor ``.`` (``(``, space, newline, ...); the first `checked`
+    characters are known to hold none."""
+    return any(not _is_chain_char(char) for char in generated[checked:])
 
 
 def predicted_chain(generated: str) -> str:

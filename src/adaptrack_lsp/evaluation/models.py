@@ -4,7 +4,7 @@
   (the item's intended API chains) over the tiny model's real byte-level BPE tokenizer;
   reports label the results a simulation.
 - ``--model tiny`` or any Hugging Face path/id: `LMProvider` wraps the one
-  `LanguageModel` from `completion.lm.hf.load_model` and tokenizes prompts with it.
+  `LanguageModel` from `completion.lm.loading.load_model` and tokenizes prompts with it.
 """
 
 from __future__ import annotations
@@ -115,10 +115,10 @@ def simulated_provider(smoothing: float = 0.05) -> SimulatedProvider:
 
 
 def load_provider(model: str, device: str | None = None, dtype: str | None = None, **options: Any):
-    """``simulated`` or a model for `completion.lm.hf.load_model` (``tiny``, a path, a hub id)."""
+    """``simulated`` or a model for `completion.lm.loading.load_model` (``tiny``, a path, a hub id)."""
     if model == SIMULATED:
         return simulated_provider()
-    from adaptrack_lsp.completion.lm import hf
+    from adaptrack_lsp.completion.lm import loading
 
     kwargs: dict[str, Any] = {}
     if device is not None:
@@ -126,5 +126,5 @@ def load_provider(model: str, device: str | None = None, dtype: str | None = Non
     if dtype is not None:
         kwargs["dtype"] = dtype
     kwargs.update(options)
-    lm = hf.load_model(model, **kwargs)
+    lm = loading.load_model(model, **kwargs)
     return LMProvider(lm, label=model)

@@ -12,6 +12,9 @@ running.  What this module owns besides the conversions:
 - API index work for a document's imports, started at didOpen/didChange on the index
   thread; while members a request needs are computed it gets an empty result at once
   (`isIncomplete: true`) and an `adaptrack/status` "indexing" notification;
+- one `CompletionRequest` per completion, built at the handler from the document as
+  it is then (`cursor_request`), with the range its answers replace; the response is
+  built from them, never from the document re-read after decoding;
 - request plumbing: model work on the service's worker thread, `$/cancelRequest`
   (the asyncio task is cancelled, decoding stops between LM calls, the client gets
   RequestCancelled) and supersession (a newer request of the same kind for the same
@@ -30,11 +33,11 @@ by model probability; ghost text uses `decoder`, greedy at temperature 0 (the de
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -47,13 +50,9 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from adaptrack_lsp import __version__
-from adaptrack_lsp.completion.service import (
-    INDEXING,
-    CompletionCancelled,
-    CompletionResult,
-    CompletionService,
-    ServiceNotReady,
-)
+from adaptrack_lsp.completion.pipeline import INDEXING, CompletionCancelled, CompletionResult
+from adaptrack_lsp.completion.request import CompletionRequest
+from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 from adaptrack_lsp.config import Settings, parse_settings
 from adaptrack_lsp.lsp_server.documents import LspWorkspace
 from adaptrack_lsp.lsp_server.framing import DEFAULT_MAX_MESSAGE_BYTES
@@ -62,8 +61,11 @@ from adaptrack_lsp.lsp_server.health import CompletionHealth
 logger = logging.getLogger(__name__)
 
 STATUS_NOTIFICATION = "adaptrack/status"
+#: completion requests -> the mode they ask for
+COMPLETION_METHODS = {types.TEXT_DOCUMENT_INLINE_COMPLETION: "inline", types.TEXT_DOCUMENT_COMPLETION: "list"}
+#: requests built on arrival and not yet taken by their handler, at most
+MAX_ARRIVED_REQUESTS = 64
 PROGRESS_TITLE = "adaptrack: loading model"
-_WORD_TAIL = re.compile(r"\w*\Z")
 
 
 class GuardedProtocol(LanguageServerProtocol):
@@ -108,6 +110,11 @@ class GuardedProtocol(LanguageServerProtocol):
         if is_request and self._shutdown and method != types.EXIT:
             self._send_response(message_id, error=JsonRpcInvalidRequest(f"{method}: the server is shutting down").to_response_error())
             return
+        if is_request and method in COMPLETION_METHODS:
+            # pygls starts an async handler on a later turn of the event loop, after
+            # notifications read meanwhile (an edit) have changed the document: the
+            # request is built now, from the document the client asked about
+            self._server.request_arrived(method, getattr(message, "params", None))
         if is_request and method == types.INITIALIZE:
             if self._initialize_seen:
                 error = JsonRpcInvalidRequest("initialize: the server is already initialized")
@@ -189,6 +196,9 @@ class AdaptrackServer(LanguageServer):
         self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
         self.exit_code = 0
         self.health = CompletionHealth(self.send_status, self.show_message, self._ready_message)
+        #: id(params) -> (request, edit range) built when the request was read
+        self._tasks: set[asyncio.Future] = set()
+        self._arrived: collections.OrderedDict[int, tuple[CompletionRequest, types.Range] | None] = collections.OrderedDict()
 
     def _ready_message(self) -> str:
         service = self.service
@@ -257,6 +267,18 @@ class AdaptrackServer(LanguageServer):
         else:
             loop.call_soon_threadsafe(_guarded, function, *args)
 
+    def background(self, coroutine) -> None:
+        """Run `coroutine` on the event loop as a task, its failure logged."""
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+
+        def finished(done: asyncio.Future) -> None:
+            self._tasks.discard(done)
+            if not done.cancelled() and done.exception() is not None:
+                logger.error("background task failed: %s", done.exception())
+
+        task.add_done_callback(finished)
+
     def send_status(self, state: str, message: str) -> None:
         if self._status == (state, message):
             return
@@ -282,12 +304,14 @@ class AdaptrackServer(LanguageServer):
             self.show_message(f"adaptrack: {problem}", types.MessageType.Warning)
 
     # -- model loading ------------------------------------------------------------------------
-    async def start_model_load(self) -> None:
-        """Load the model in the background with `$/progress` and `adaptrack/status`."""
+    async def start_model_load(self, ticket: int | None = None) -> None:
+        """Load the model in the background with `$/progress` and `adaptrack/status`;
+        `ticket`: from `service.begin_load()` when the caller already recorded the load."""
         service = self.service
         if service is None:
             return
-        ticket = service.begin_load()  # before any await: a configuration arriving now sees the load
+        if ticket is None:
+            ticket = service.begin_load()  # before any await: a configuration arriving now sees the load
         token = None
         if _client_supports_progress(self):
             token = f"adaptrack-load-{next(self._progress_ids)}"
@@ -324,30 +348,59 @@ class AdaptrackServer(LanguageServer):
         service.load_in_background(progress=progress, done=done, ticket=ticket)
 
     # -- documents --------------------------------------------------------------------------
-    def document_and_offset(self, uri: str, position: types.Position):
-        """(document, text, offset) for an open document, or None (unknown URI or a
-        position outside the document)."""
-        document = self.workspace.text_documents.get(_unquote(uri))
-        if document is None:
-            return None
+    def document_offset(self, document, position: types.Position) -> int | None:
+        """The character offset of a client `position` in `document`, or None when the
+        position is outside it (a column past the line's end is clamped to it)."""
         text = document.source
         lines = document.lines
         if position.line < 0 or position.character < 0:
             return None
         if position.line >= len(lines):
             if position.line == len(lines) and (not lines or lines[-1].endswith(("\n", "\r"))):
-                return document, text, len(text)
+                return len(text)
             return None
-        line = lines[position.line]
-        content = line.rstrip("\r\n")
+        content = lines[position.line].rstrip("\r\n")
         server_position = document.position_codec.position_from_client_units(lines, position)
         column = min(server_position.character, len(content))
-        offset = sum(len(text_line) for text_line in lines[: position.line]) + column
-        return document, text, offset
+        return sum(len(text_line) for text_line in lines[: position.line]) + column
 
-    async def run_completion(self, uri: str, position: types.Position, mode: str) -> CompletionResult | None:
-        """The service's result for a cursor; None when there is nothing to answer
-        (not ready, unknown document, superseded).  Cancellation propagates."""
+    def cursor_request(self, uri: str, position: types.Position, mode: str) -> tuple[CompletionRequest, types.Range] | None:
+        """The request for a cursor, built once from the document as it is now, and the
+        range its answers replace (the typed word up to the cursor); None for an unknown
+        document or a position outside it."""
+        document = self.workspace.text_documents.get(_unquote(uri))
+        if document is None or self.service is None:
+            return None
+        offset = self.document_offset(document, position)
+        if offset is None:
+            return None
+        request = self.service.request(
+            document.source, offset, mode=mode, document=_unquote(uri), version=document.version
+        )
+        word = request.typed_word
+        start = document.client_position_at_offset(offset - len(word)) if word else position
+        return request, types.Range(start=start, end=position)
+
+    def request_arrived(self, method: str, params) -> None:
+        """Build the request of a completion message as it is read (see `GuardedProtocol`)."""
+        if self.service is None or not self.service.ready or params is None:
+            return  # the handler answers "not ready" (or builds the request itself)
+        try:
+            located = self.cursor_request(params.text_document.uri, params.position, COMPLETION_METHODS[method])
+        except Exception:
+            logger.exception("building the completion request failed")
+            located = None
+        self._arrived[id(params)] = located
+        while len(self._arrived) > MAX_ARRIVED_REQUESTS:  # requests cancelled before their handler ran
+            self._arrived.popitem(last=False)
+
+    async def run_completion(
+        self, params, mode: str
+    ) -> tuple[CompletionResult, types.Range] | None:
+        """The service's result for a completion request and the range it replaces; None
+        when there is nothing to answer (not ready, unknown document, superseded).  The
+        request is the one built when the message was read (built now when it was not).
+        Cancellation propagates."""
         service = self.service
         if service is None or not service.ready:
             if not self._not_ready_logged:
@@ -355,13 +408,14 @@ class AdaptrackServer(LanguageServer):
                 state = service.message if service is not None else "not initialized"
                 self.log_message(f"adaptrack: no completions yet ({state})")
             return None
-        located = self.document_and_offset(uri, position)
+        arrived = self._arrived.pop(id(params), _NOT_BUILT)
+        located = self.cursor_request(params.text_document.uri, params.position, mode) if arrived is _NOT_BUILT else arrived
         if located is None:
             return None
-        _, text, offset = located
+        request, edit_range = located
         cancel = threading.Event()
         try:
-            future = service.submit(text, offset, document=_unquote(uri), mode=mode, cancelled=cancel.is_set)
+            future = service.submit(request, cancelled=cancel.is_set)
         except ServiceNotReady:
             return None
         try:
@@ -379,11 +433,14 @@ class AdaptrackServer(LanguageServer):
             raise
         if result.status == INDEXING:
             self.send_status("indexing", result.message)
-            return result
+            return result, edit_range
         if self._status is not None and self._status[0] == "indexing" and not result.constraint.problem and self.health.state == "ready":
             self.send_status("ready", service.message)
         self.health.request_done(result.status, result.message, result.constraint.problem)
-        return result
+        return result, edit_range
+
+
+_NOT_BUILT = object()
 
 
 def _guarded(function: Callable, *args) -> None:
@@ -419,26 +476,21 @@ def _root_path(params: types.InitializeParams) -> str | None:
 
 
 # -- conversions ------------------------------------------------------------------------------
-def inline_items(result: CompletionResult | None, position: types.Position) -> types.InlineCompletionList:
-    if result is None:
+def inline_items(answer: tuple[CompletionResult, types.Range] | None) -> types.InlineCompletionList:
+    if answer is None:
         return types.InlineCompletionList(items=[])
-    cursor = types.Range(start=position, end=position)
+    result, edit_range = answer
+    cursor = types.Range(start=edit_range.end, end=edit_range.end)
     return types.InlineCompletionList(
         items=[types.InlineCompletionItem(insert_text=c.text, range=cursor) for c in result.candidates if c.text]
     )
 
 
-def completion_list(result: CompletionResult | None, server: AdaptrackServer, uri: str, position: types.Position):
-    if result is None or result.status == INDEXING:
+def completion_list(answer: tuple[CompletionResult, types.Range] | None) -> types.CompletionList:
+    if answer is None or answer[0].status == INDEXING:
         return types.CompletionList(is_incomplete=True, items=[])
-    located = server.document_and_offset(uri, position)
-    if located is None:
-        return types.CompletionList(is_incomplete=True, items=[])
-    document, text, offset = located
-    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
-    word = _WORD_TAIL.search(text[line_start:offset]).group(0)
-    start = document.client_position_at_offset(offset - len(word)) if word else position
-    edit_range = types.Range(start=start, end=position)
+    result, edit_range = answer
+    word = result.request.typed_word if result.request is not None else ""
     items = []
     for rank, candidate in enumerate(result.candidates):
         new_text = word + candidate.text
@@ -490,7 +542,8 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             ls.send_status("error", f"could not start loading the model: {error}")
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(ls: AdaptrackServer, params: types.DidChangeConfigurationParams) -> None:
+    def did_change_configuration(ls: AdaptrackServer, params: types.DidChangeConfigurationParams) -> None:
+        # synchronous: the settings hold for every request read after this notification
         try:
             settings, problems = parse_settings(params.settings, ls.settings)
             ls.report_problems(problems)
@@ -498,7 +551,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             if ls.service is None:
                 return
             if ls.service.update_settings(settings):
-                await ls.start_model_load()
+                ls.background(ls.start_model_load(ls.service.begin_load()))
             ls.report_environment()
         except Exception:
             logger.exception("didChangeConfiguration failed")
@@ -524,8 +577,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: AdaptrackServer, params: types.InlineCompletionParams):
         try:
-            result = await ls.run_completion(params.text_document.uri, params.position, "inline")
-            return inline_items(result, params.position)
+            return inline_items(await ls.run_completion(params, "inline"))
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -535,8 +587,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
     async def completion(ls: AdaptrackServer, params: types.CompletionParams):
         try:
-            result = await ls.run_completion(params.text_document.uri, params.position, "list")
-            return completion_list(result, ls, params.text_document.uri, params.position)
+            return completion_list(await ls.run_completion(params, "list"))
         except asyncio.CancelledError:
             raise
         except Exception:

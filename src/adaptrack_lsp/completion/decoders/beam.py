@@ -92,21 +92,12 @@ class BeamDecoder(Decoder):
 
         finished.sort(key=lambda n: -n.logprob)
         samples = [tree.sample_of(node) for node in finished[:num_samples]]
-        status = "ok"
+        gave_up = ""
         if not samples:
             fallback = sorted(cut + (beams if timed_out else []), key=lambda n: -n.logprob)
-            if fallback:
-                status = "partial"
-                message = message or "max_new_tokens reached before any beam ended"
-                samples.extend(tree.sample_of(node, complete=False) for node in fallback[:num_samples])
-            elif tree.root.q <= 0.0:
-                status = "no_valid_completion"
-                message = tree.no_valid_message()
-            else:
-                status = "failed"
-                message = message or "beam search pruned every valid completion"
-        elif timed_out:
-            status = "partial"
-        failures = num_samples - len(samples) if status != "ok" else 0
-        return tree.result(samples, watch.finish(), status, message, failures, timed_out=timed_out)
+            samples.extend(tree.sample_of(node, complete=False) for node in fallback[:num_samples])
+            if not samples and tree.root.q > 0.0:
+                gave_up = message or "beam search pruned every valid completion"
+        failures = num_samples - len(samples) if (timed_out or not finished) else 0
+        return tree.result(samples, watch.finish(), failures, timed_out=timed_out, stopped=message, gave_up=gave_up)
 

@@ -96,18 +96,14 @@ class MAPDecoder(Decoder):
                 open_prefix = parent if index < 0 else parent.children.get(index, parent)
 
         samples = [tree.sample_of(node) for node in found]
-        status, message = "ok", ""
-        if len(found) < num_samples and stop_reason:
-            status, message = "partial", stop_reason
-            if not samples:
-                fallback = max(cut, key=lambda n: n.logprob, default=None) or open_prefix
-                if fallback is not None and fallback.depth > 0:
-                    samples.append(tree.sample_of(fallback, complete=False))
-        elif not samples:
-            if cut:
-                status, message = "partial", "max_new_tokens reached before any valid sequence ended"
-                samples.append(tree.sample_of(max(cut, key=lambda n: n.logprob), complete=False))
-            else:
-                status, message = "no_valid_completion", tree.no_valid_message()
-        failures = num_samples - len([s for s in samples if s.complete]) if status != "ok" else 0
-        return tree.result(samples, watch.finish(), status, message, failures, timed_out=timed_out)
+        stopped = stop_reason if len(found) < num_samples else ""
+        if not samples:
+            fallback = max(cut, key=lambda n: n.logprob, default=None)
+            if fallback is None and stopped and open_prefix is not None and open_prefix.depth > 0:
+                fallback = open_prefix
+            if fallback is not None:
+                samples.append(tree.sample_of(fallback, complete=False))
+        failures = num_samples - len([s for s in samples if s.complete]) if (stopped or not found) else 0
+        return tree.result(
+            samples, watch.finish(), failures, timed_out=timed_out, stopped=stopped, exhausted=not samples and not stopped
+        )

@@ -2,7 +2,8 @@
 
 A decoder supplies `sample_one(tree, rng) -> Node | None` (a leaf, or None for a
 failed sample; `GiveUp` ends the request); `run_samples` owns the tree(s), the random
-generator, counters, cancellation, the time budget and the result status.
+generator, counters, cancellation and the time budget; the tree's `result` decides the
+status (`tree.decide_status`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ from collections.abc import Callable
 import numpy as np
 
 from adaptrack_lsp.completion.decoding import BudgetExceeded, Counters, DecodeRequest, DecodeResult, Stopwatch
-from adaptrack_lsp.completion.tree import Node, PrefixTree, finish_status
+from adaptrack_lsp.completion.tree import MAX_NEW_TOKENS_MESSAGE, Node, PrefixTree  # noqa: F401
 
 SampleOne = Callable[[PrefixTree, np.random.Generator], "Node | None"]
-
-MAX_NEW_TOKENS_MESSAGE = "max_new_tokens reached before the sequence ended"
 
 
 class GiveUp(Exception):
@@ -60,8 +59,7 @@ def run_samples(
     wanted = max(1, int(request.num_samples))
     samples = []
     failures = 0
-    status = None
-    message = ""
+    gave_up = ""
     timed_out = False
     try:
         for index in range(wanted):
@@ -71,11 +69,10 @@ def run_samples(
                 leaf = sample_one(tree, rng)
             except GiveUp as error:
                 failures += wanted - index
-                status, message = "failed", str(error)
+                gave_up = str(error)
                 break
             if leaf is None:
-                if tree.root.q <= 0.0:
-                    status, message = "no_valid_completion", tree.no_valid_message()
+                if tree.root.q <= 0.0:  # no valid completion: the rest would fail too
                     failures += wanted - index
                     break
                 failures += 1
@@ -86,10 +83,8 @@ def run_samples(
         if partial is not None:
             samples.append(tree.sample_of(partial, complete=False))
         failures += wanted - len(samples)
-        status, message, timed_out = "partial", timeout_message(request), True
-    status = status or finish_status(samples, failures, tree.root.q)
-    if status == "no_valid_completion" and samples:
-        status = "failed"
-    if status == "partial" and not message:
-        message = MAX_NEW_TOKENS_MESSAGE
-    return tree.result(samples, watch.finish(), status, message, failures, prompt_info=prompt_info, timed_out=timed_out)
+        timed_out = True
+    stopped = timeout_message(request) if timed_out else ""
+    return tree.result(
+        samples, watch.finish(), failures, timed_out=timed_out, stopped=stopped, gave_up=gave_up, prompt_info=prompt_info
+    )

@@ -1,7 +1,8 @@
 """Hugging Face causal LMs as a `LanguageModel`, with KV-cache path management.
 
-Owns loading (`load_model`: local folder, hub id or the built-in ``tiny``; safetensors
-only; device/dtype selection; clear `ModelError`s naming the fix) and the KV state:
+Owns the model sources (local folder, hub id or the built-in ``tiny``; safetensors only;
+device/dtype selection; clear `ModelError`s naming the fix; `lm.loading.load_model`
+puts them together) and the KV state:
 
 - One `DynamicCache` follows the current path (prompt + generated tokens).  Moving to
   another branch crops it to the longest common prefix (`crop_cache`, the one place
@@ -15,8 +16,8 @@ only; device/dtype selection; clear `ModelError`s naming the fix) and the KV sta
   same `cache_key` (document URI), keeping an LRU of a few prompt caches, so a small
   edit does not re-feed the file; prompts longer than the context are left-truncated.
 
-`load_model` returns the subclass `static_cache.StaticCacheLanguageModel` (static
-buffers, CUDA graphs, batched steps) when the `kv_cache` option selects it (the
+`lm.loading.load_model` returns the subclass `static_cache.StaticCacheLanguageModel`
+(static buffers, CUDA graphs, batched steps) when the `kv_cache` option selects it (the
 default on CUDA); this class stays the dynamic reference path.
 
 Heavy imports (torch, transformers) happen when this module is imported, so import it
@@ -509,70 +510,3 @@ def _hub_snapshot(repo_id: str, local_only: bool, trust_remote_code: bool) -> st
 
     patterns = list(HUB_MODEL_FILES) + (["*.py"] if trust_remote_code else [])
     return snapshot_download(repo_id, allow_patterns=patterns, local_files_only=local_only)
-
-
-def load_model(
-    name_or_path: str,
-    device: str = "auto",
-    dtype: str = "auto",
-    trust_remote_code: bool = False,
-    kv_cache: str = "auto",
-    relative_to: str | os.PathLike | None = None,
-    **options: Any,
-) -> HFLanguageModel:
-    """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
-
-    `kv_cache`: ``auto`` (static buffers on CUDA, dynamic elsewhere), ``static`` or
-    ``dynamic`` (see `static_cache`).  `relative_to`: the directory a relative model
-    path resolves against (see `resolve_model_source`).  `options` go to `HFLanguageModel` (max_context,
-    max_cached_prompts, ...).  Raises `ModelError` with a message naming the fix when
-    the model cannot be loaded.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from adaptrack_lsp.completion.lm.static_cache import use_static_cache
-
-    torch_device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, torch_device)
-    static = use_static_cache(kv_cache, torch_device)
-    local_only = _offline()
-    source, local = resolve_model_source(name_or_path, relative_to)
-    try:
-        if not local:
-            source = _hub_snapshot(source, local_only, trust_remote_code)
-        tokenizer = AutoTokenizer.from_pretrained(
-            source, trust_remote_code=trust_remote_code, local_files_only=True
-        )
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            use_safetensors=True,
-            trust_remote_code=trust_remote_code,
-            dtype=torch_dtype,
-            local_files_only=True,
-        )
-    except ModelError:
-        raise
-    except Exception as error:
-        if local:
-            raise ModelError(f"cannot load the model in {source}: {type(error).__name__}: {error}") from error
-        raise ModelError(
-            f"cannot load model {name_or_path!r} from the Hugging Face hub "
-            f"({'offline mode' if local_only else 'not reachable or not found'}: {type(error).__name__}); {OFFLINE_FIX}"
-        ) from error
-    model = model.to(torch_device).eval()
-    _choose_cpu_threads(model, torch_device)
-    try:
-        vocab = vocabulary_for(model, tokenizer)
-    except ValueError as error:
-        raise ModelError(f"unsupported tokenizer for {name_or_path!r}: {error}") from error
-    from adaptrack_lsp.completion.tokenizer_bytes import round_trip_mismatches
-
-    mismatches = round_trip_mismatches(tokenizer, vocab, ROUND_TRIP_TEXTS)
-    if mismatches:
-        text, got = mismatches[0]
-        raise ModelError(f"the tokenizer of {name_or_path!r} does not map to exact bytes: {text!r} -> {got!r}")
-    if static:
-        from adaptrack_lsp.completion.lm.static_cache import StaticCacheLanguageModel
-
-        return StaticCacheLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)
-    return HFLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)

@@ -3,7 +3,7 @@
 ``tiny`` is a byte-level BPE tokenizer trained on a fixed, sorted subset of the Python
 standard library's sources and a 2-layer Llama with seeded random weights.  It is saved
 with ``save_pretrained`` (safetensors) under the cache directory and loaded through the
-same ``from_pretrained`` path as any user model (`lm.hf.load_model("tiny")`).  It gives
+same ``from_pretrained`` path as any user model (`lm.loading.load_model("tiny")`).  It gives
 no useful completions; it makes the server, the CLI and the tests run end to end with
 real tokenization and a real transformer without any download.
 

@@ -1,0 +1,160 @@
+"""One completion request, built once where it arrives and carried to the answer.
+
+`CompletionRequest` holds everything later steps need about the cursor, derived once
+from the document snapshot the request was made on: the text (made safe for
+tokenizers), the cursor offset, the partial word typed before it, the modules the
+document's imports bind, the settings in force and the seed.  The prompt plan, the
+constraint and the response are built from it; nothing re-reads the document.
+
+`RequestControl` is the one place that says whether a running request must stop, and
+why: the client cancelled it, a newer request for the same document superseded it, or
+the decode needs API members that are still being computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from adaptrack_lsp.config import Settings
+from adaptrack_lsp.constrainers.imports import document_roots
+
+MODES = ("inline", "list")
+#: the identifier characters typed right before the cursor on its line
+_WORD_TAIL = re.compile(r"\w*\Z")
+#: an attribute chain ending at the cursor (``tf.compat.v1.pla``)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CURSOR_CHAIN = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\.\s*\w*\Z")
+
+
+def sanitize_text(text: str) -> str:
+    """Text safe for tokenizers: lone surrogates (undecodable input) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)  # one character for one: offsets stay
+
+
+def request_seed(text: str, offset: int, mode: str) -> int:
+    """A stable 64-bit seed for a completion at `offset` of `text` (same input, same samples)."""
+    digest = hashlib.blake2b(f"{mode}\0{offset}\0{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """A cursor in one document snapshot, with what every later step needs about it."""
+
+    #: the document text (lone surrogates replaced) and the cursor's character offset
+    text: str
+    offset: int
+    #: "inline" (ghost text) or "list" (completion list)
+    mode: str
+    settings: Settings
+    #: the document's key (its URI): supersession and the model's prompt cache slot
+    document: str = ""
+    #: the document version the request was made on (None when unknown, e.g. the CLI)
+    version: int | None = None
+    #: the samples' seed (default: derived from the text, the cursor and the mode)
+    seed: int = 0
+    #: identifier characters typed before the cursor on its line (the edit replaces them)
+    typed_word: str = ""
+    #: alias -> module path bound by the document's imports (parsed once)
+    import_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        text: str,
+        offset: int,
+        *,
+        mode: str = "inline",
+        settings: Settings | None = None,
+        document: str = "",
+        version: int | None = None,
+        seed: int | None = None,
+    ) -> CompletionRequest:
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
+        text = sanitize_text(text)
+        offset = max(0, min(int(offset), len(text)))
+        line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
+        return cls(
+            text=text,
+            offset=offset,
+            mode=mode,
+            settings=settings or Settings(),
+            document=document,
+            version=version,
+            seed=request_seed(text, offset, mode) if seed is None else int(seed),
+            typed_word=_WORD_TAIL.search(text, line_start, offset).group(0),
+            import_roots=document_roots(text),
+        )
+
+    @property
+    def line_prefix(self) -> str:
+        """The cursor line up to the cursor."""
+        line_start = max(self.text.rfind("\n", 0, self.offset), self.text.rfind("\r", 0, self.offset)) + 1
+        return self.text[line_start : self.offset]
+
+    @property
+    def decoder(self) -> str:
+        """The decoder the settings name for this mode (`decoder` / `listDecoder`)."""
+        return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
+
+    def needed_paths(self) -> list[tuple[str, ...]]:
+        """The index paths the completion needs before decoding: the modules the document
+        imports and every prefix of the attribute chain at the cursor
+        (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
+        roots = self.import_roots
+        paths = list(roots.values())
+        match = _CURSOR_CHAIN.search(self.line_prefix)
+        if match:
+            names = [name.strip() for name in match.group(1).split(".")]
+            root = roots.get(names[0])
+            if root:
+                chain = tuple(root) + tuple(names[1:])
+                paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
+        return list(dict.fromkeys(tuple(p) for p in paths))
+
+
+#: why a request stopped, most decisive first
+SUPERSEDED, CANCELLED, INDEX_PENDING = "superseded", "cancelled", "index pending"
+
+
+class RequestControl:
+    """Whether a running request must stop, and why (the one place that decides it).
+
+    Decoders poll `should_stop` between LM calls; when one stops, `stop_reason` says
+    whether the client cancelled, a newer request superseded this one, or the decode
+    asked for API members still being computed (`index_pending`, set per decode).
+    """
+
+    def __init__(
+        self,
+        cancelled: Callable[[], bool] | None = None,
+        superseded: Callable[[], bool] | None = None,
+    ):
+        self._cancelled = cancelled
+        self._superseded = superseded
+        self.index_pending: Callable[[], bool] | None = None
+
+    def stop_reason(self) -> str | None:
+        if self._superseded is not None and self._superseded():
+            return SUPERSEDED
+        if self._cancelled is not None and self._cancelled():
+            return CANCELLED
+        if self.index_pending is not None and self.index_pending():
+            return INDEX_PENDING
+        return None
+
+    def should_stop(self) -> bool:
+        return self.stop_reason() is not None
+
+    def cancelled_by_client(self) -> str | None:
+        """"superseded" / "cancelled" when the client no longer wants the answer."""
+        reason = self.stop_reason()
+        return reason if reason in (SUPERSEDED, CANCELLED) else None

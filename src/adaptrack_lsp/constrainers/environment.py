@@ -1,0 +1,245 @@
+"""The constraint environment: which API validates completions, and the token
+constraint assembled from it (the one place, used by the server, the CLI and the
+evaluation).
+
+`ConstraintEnvironment` keeps one API index per environment (interpreter, snapshot,
+introspection and trust settings, workspace): a `JediIndex` of the user's environment
+or a `SnapshotIndex` (setting `apiSnapshot`), with a `ConstraintInfo` saying where
+validity comes from and why.  Index look-ups of a document's imports start on the
+index thread (`warm_up`), never on the model thread; `pending` lists the paths a
+cursor needs that are still being computed.
+
+`token_constraint` turns an index (or a `ReadyOnlyIndex` view of it) into the id-level
+constraint a decoder uses: the API monitor AND the healed prefix AND clean text, over
+the model's vocabulary.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from adaptrack_lsp.config import Settings
+
+logger = logging.getLogger(__name__)
+
+IndexFactory = Callable[[Settings, "str | None"], Any]
+
+
+@dataclass
+class ConstraintInfo:
+    """Where validity came from for one request."""
+
+    #: "jedi" (live environment), "snapshot" (JSON file) or "none" (unconstrained)
+    source: str = "none"
+    #: the Python interpreter (jedi) or the snapshot file
+    environment: str | None = None
+    #: top-level package -> version for the packages the constraint answered about
+    packages: dict[str, str] = field(default_factory=dict)
+    #: why completions are not API-constrained although they should be ("" when fine)
+    problem: str = ""
+    #: which environment validates completions and why it was chosen
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def token_constraint(
+    vocab,
+    *,
+    index=None,
+    document: str = "",
+    prefix: str = "",
+    roots: Mapping[str, tuple[str, ...]] | None = None,
+    forced_prefix: str = "",
+    clean: bool = False,
+):
+    """The id-level constraint for one generation after `prefix` in `document`.
+
+    Parts, all of which must accept: `CleanText` (`clean`: no control characters or
+    U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
+    document's import `roots` (learned from `document` when None).  A fresh monitor
+    per call: monitors cache "unknown" answers, and an answer that was not ready last
+    time may be ready now (the index caches)."""
+    from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
+    from adaptrack_lsp.constrainers.base import Unconstrained
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    parts = []
+    if clean:
+        from adaptrack_lsp.constrainers.clean_text import CleanText
+
+        parts.append(CleanText())
+    if forced_prefix:
+        from adaptrack_lsp.constrainers.compose import ForcedPrefix
+
+        parts.append(ForcedPrefix(forced_prefix))
+    if index is not None:
+        parts.append(ApiMonitor(index, roots=roots))
+    if not parts:
+        return Unconstrained(vocab)
+    if len(parts) == 1:
+        constrainer = parts[0]
+    else:
+        from adaptrack_lsp.constrainers.compose import AllOf
+
+        constrainer = AllOf(*parts)
+    return TokenIndex(constrainer, vocab, context=ConstraintContext(document=document, prefix=prefix))
+
+
+class ConstraintEnvironment:
+    """API indexes per environment, built once, and their look-ups in the background."""
+
+    def __init__(self, workspace_root: str | None = None, index_factory: IndexFactory | None = None):
+        self.workspace_root = workspace_root
+        self._index_factory = index_factory
+        self._indexes: dict[tuple, tuple[Any, ConstraintInfo]] = {}
+        self._lock = threading.Lock()
+        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="adaptrack-index")
+        self._warm_lock = threading.Lock()
+        self._warm_texts: dict[str, str] = {}
+        self._warm_futures: dict[str, concurrent.futures.Future] = {}
+        self._closed = False
+
+    def key(self, settings: Settings) -> tuple:
+        """What an index depends on: settings that change it give another index."""
+        return (
+            settings.python_path,
+            settings.api_snapshot,
+            settings.runtime_introspection,
+            settings.trusted_workspace,
+            self.workspace_root,
+        )
+
+    def forget(self) -> None:
+        """Drop the cached indexes (the settings that choose them changed)."""
+        with self._lock:
+            self._indexes.clear()
+
+    def api_index(self, settings: Settings) -> tuple[Any, ConstraintInfo]:
+        """(APIIndex or None, info) for the settings' environment, built once and cached;
+        None (with `info.problem`) when the environment cannot validate completions."""
+        key = self.key(settings)
+        with self._lock:
+            cached = self._indexes.get(key)
+            if cached is not None and cached[0] is not None and getattr(cached[0], "problem", ""):
+                # the environment failed after the index was made (e.g. it stopped answering)
+                index = cached[0]
+                cached = self._indexes[key] = (
+                    None,
+                    ConstraintInfo(source="none", environment=getattr(index, "python", None), problem=index.problem),
+                )
+            if cached is None:
+                cached = self._indexes[key] = self._make_index(settings)
+            return cached
+
+    def _make_index(self, settings: Settings) -> tuple[Any, ConstraintInfo]:
+        try:
+            if self._index_factory is not None:
+                index = self._index_factory(settings, self.workspace_root)
+                if index is None:
+                    return None, ConstraintInfo(source="none")
+                return index, ConstraintInfo(source=getattr(index, "source", "") or "custom")
+            if settings.api_snapshot:
+                from adaptrack_lsp.constrainers.api_index import SnapshotIndex
+
+                index = SnapshotIndex(settings.api_snapshot)
+                return index, ConstraintInfo(
+                    source="snapshot", environment=str(settings.api_snapshot), reason="setting apiSnapshot"
+                )
+            from adaptrack_lsp.constrainers.api_index import JediIndex
+
+            index = JediIndex(
+                python=settings.python_path,
+                workspace=self.workspace_root,
+                timeout_s=settings.timeout_ms / 1000.0,
+                runtime_introspection=settings.runtime_introspection,
+                trusted_workspace=settings.trusted_workspace,
+            )
+        except Exception as error:
+            logger.warning("API index unavailable: %s", error)
+            return None, ConstraintInfo(source="none", environment=settings.api_snapshot or settings.python_path, problem=str(error))
+        if index.problem:
+            return None, ConstraintInfo(
+                source="none", environment=settings.python_path, problem=index.problem, reason=index.describe()
+            )
+        return index, ConstraintInfo(source="jedi", environment=index.python, reason=index.describe())
+
+    def describe(self, settings: Settings) -> str:
+        """One line: which environment (or snapshot) validates completions, and why."""
+        _, info = self.api_index(settings)
+        if info.reason:
+            return info.reason
+        if info.problem:
+            return f"completions are not API-constrained ({info.problem})"
+        return f"API constraint: {info.source}"
+
+    @staticmethod
+    def pending(index, paths) -> list[tuple[str, ...]]:
+        """The `paths` `index` has not answered yet; their look-ups are started."""
+        if index is None:
+            return []
+        waiting = [tuple(path) for path in paths if not index.ready(tuple(path))]
+        for path in waiting:
+            index.prefetch(path)
+        return waiting
+
+    def warm_up(self, settings: Settings, text: str, document: str = "") -> concurrent.futures.Future | None:
+        """Start the look-ups of the document's imports on the index thread; the future
+        gives the number of paths asked for.  Calls for the same `document` while one is
+        queued only update the text it reads."""
+        if self._closed:
+            return None
+        if document:
+            with self._warm_lock:
+                queued = document in self._warm_texts
+                self._warm_texts[document] = text
+                if queued:
+                    return self._warm_futures.get(document)
+
+        def job():
+            from adaptrack_lsp.constrainers.imports import document_roots
+
+            with self._warm_lock:
+                latest = self._warm_texts.pop(document, text) if document else text
+            roots = document_roots(latest)
+            if not roots:
+                return 0
+            index, _ = self.api_index(settings)
+            if index is None:
+                return 0
+            asked = 0
+            for path in dict.fromkeys(roots.values()):
+                try:
+                    index.prefetch(path)
+                    asked += 1
+                except Exception:
+                    logger.debug("warm-up of %s failed", ".".join(path), exc_info=True)
+            return asked
+
+        try:
+            future = self._thread.submit(job)
+        except RuntimeError:  # shut down
+            return None
+        if document:
+            with self._warm_lock:
+                self._warm_futures[document] = future
+        return future
+
+    def close(self) -> None:
+        """Stop the index thread and the indexes' introspection workers."""
+        self._closed = True
+        self._thread.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            indexes = [index for index, _ in self._indexes.values() if index is not None]
+            self._indexes.clear()
+        for index in indexes:  # stops runtime introspection workers (their process groups)
+            try:
+                index.close()
+            except Exception:
+                logger.debug("closing an API index failed", exc_info=True)
