@@ -110,6 +110,7 @@ LOG = sys.argv[1]
 DELAY = float(sys.argv[2])
 server = LanguageServer("fake-adaptrack", "0")
 lock = threading.Lock()
+INDEXED = []
 
 def record(kind, value):
     with lock, open(LOG, "a") as log:
@@ -141,7 +142,18 @@ async def inline(ls, params):
         record("cancelled", {"line": line})
         raise
     prefix = line[: params.position.character]
+    if prefix.endswith("np.ind") and not INDEXED:
+        # like the real server while it computes a package's members: an empty answer,
+        # status "indexing", and "ready" once the members are known
+        INDEXED.append(True)
+        ls.protocol.notify("adaptrack/status", {"state": "indexing", "message": "computing the API members of numpy"})
+        asyncio.get_running_loop().call_later(
+            0.5, ls.protocol.notify, "adaptrack/status", {"state": "ready", "message": "fake ready"}
+        )
+        record("inlineAnswer", {"line": line, "text": ""})
+        return types.InlineCompletionList(items=[])
     text = "arange(10)" if prefix.endswith("np.") else ("ange(3)" if prefix.endswith("np.ar") else "")
+    text = "ex(3)" if prefix.endswith("np.ind") else text
     record("inlineAnswer", {"line": line, "text": text})
     cursor = types.Range(start=params.position, end=params.position)
     items = [types.InlineCompletionItem(insert_text=text, range=cursor)] if text else []
@@ -377,6 +389,23 @@ def test_ghost_text_accept_and_dismiss(fake):
     nvim.input("<Esc>")
     wait_until(lambda: not pending(nvim), 5, "no pending request")
     assert ghost(nvim) is None and rendered_ghost(nvim) == ""
+
+
+@each_path
+def test_an_answer_left_empty_while_indexing_is_asked_again_when_ready(fake):
+    """The server answered nothing while it computed the API members ("indexing"); at
+    "ready" the client asks again by itself, so the ghost text comes without more
+    typing, and "indexing" is a state of its own, not a malformed (error) one."""
+    nvim = fake()
+    nvim.exec_lua("_G.seen_states = {} require('adaptrack.status').on_change(function(s) table.insert(_G.seen_states, s) end)")
+    nvim.input("GA.ind")
+    assert wait_until(lambda: ghost(nvim), 20, "ghost text once the index is ready") == "ex(3)"
+    assert rendered_ghost(nvim) == "ex(3)" and nvim.current.line == "values = np.ind"
+    answers = [e["value"]["text"] for e in read_log(fake.log) if e["kind"] == "inlineAnswer" and e["value"]["line"] == "values = np.ind"]
+    assert answers[0] == "" and "ex(3)" in answers[1:], answers
+    seen = nvim.exec_lua("return _G.seen_states")
+    assert "indexing" in seen and "error" not in seen, seen
+    assert nvim.exec_lua("return require('adaptrack').statusline()") == "adaptrack: ready"
 
 
 @each_path

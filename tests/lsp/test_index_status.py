@@ -74,8 +74,15 @@ async def test_request_during_indexing_answers_at_once_then_completes(client: La
     assert time.monotonic() - started < 3.0  # not the 4 s import, not the 60 s budget
     assert first.is_incomplete and not first.items
     assert any(state == "indexing" and "slowpkg" in message for state, message in client.statuses)
+    # without being asked again, the server says when the members are computed (clients
+    # ask again then); the status says "ready", never "error"
+    indexing_at = max(i for i, (state, _) in enumerate(client.statuses) if state == "indexing")
     deadline = time.monotonic() + 120
-    while True:
+    while not any(state == "ready" for state, _ in client.statuses[indexing_at:]):
+        assert time.monotonic() < deadline, client.statuses
+        await asyncio.sleep(0.2)
+    assert "error" not in [state for state, _ in client.statuses]
+    while True:  # a decode may need deeper members (an answer's chain): asked again after each
         result = await completion(client, URI, 1, 7)
         if result.items:
             break

@@ -8,12 +8,16 @@
  */
 import type * as vscode from 'vscode';
 
-export type ServerState = 'disabled' | 'starting' | 'loading' | 'ready' | 'degraded' | 'error' | 'stopped';
+export type ServerState = 'disabled' | 'starting' | 'loading' | 'indexing' | 'ready' | 'degraded' | 'error' | 'stopped';
 
 /** Params of the server's `adaptrack/status` notification. */
 export interface StatusNotification {
-  /** degraded: completions come but are not checked against the installed APIs */
-  state: 'loading' | 'ready' | 'degraded' | 'error';
+  /**
+   * indexing: the API members a completion needs are being computed (the answer was
+   * empty; ask again at "ready"); degraded: completions come but are not checked
+   * against the installed APIs
+   */
+  state: 'loading' | 'indexing' | 'ready' | 'degraded' | 'error';
   message: string;
 }
 
@@ -50,11 +54,19 @@ export class StatusModel {
     this.emit();
   }
 
+  /**
+   * Whether a change from `previous` to the current state means an answer that was
+   * empty while the index computed can now be asked for again.
+   */
+  indexed(previous: ServerState): boolean {
+    return previous === 'indexing' && this.state === 'ready';
+  }
+
   /** Apply an `adaptrack/status` notification; malformed params are an error state, not a crash. */
   applyNotification(params: unknown): void {
     const candidate = params as Partial<StatusNotification> | null;
     const state = candidate?.state;
-    if (state !== 'loading' && state !== 'ready' && state !== 'degraded' && state !== 'error') {
+    if (state !== 'loading' && state !== 'indexing' && state !== 'ready' && state !== 'degraded' && state !== 'error') {
       this.set('error', `malformed ${STATUS_NOTIFICATION} notification: ${JSON.stringify(params)}`);
       return;
     }
@@ -97,6 +109,8 @@ export class StatusModel {
         const percent = this.percentage === undefined ? '' : ` ${Math.round(this.percentage)}%`;
         return { text: `$(sync~spin) adaptrack${percent}`, tooltip: `adaptrack: loading model${detail}`, isError: false };
       }
+      case 'indexing':
+        return { text: '$(sync~spin) adaptrack', tooltip: `adaptrack: reading the installed APIs${detail}`, isError: false };
       case 'ready':
         return { text: '$(check) adaptrack', tooltip: `adaptrack: ready${detail}`, isError: false };
       case 'degraded':

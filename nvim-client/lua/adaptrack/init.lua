@@ -224,7 +224,8 @@ function M.pending(buf)
   return ghost.pending(buf)
 end
 
---- Server state: 'stopped' | 'starting' | 'loading' | 'ready' | 'degraded' | 'error', and its message.
+--- Server state: 'stopped' | 'starting' | 'loading' | 'indexing' | 'ready' | 'degraded' | 'error',
+--- and its message.
 function M.status()
   return status.state, status.message
 end
@@ -298,8 +299,43 @@ function M.completefunc(findstart, base)
 end
 
 --- Configure and start: `require('adaptrack').setup{ settings = { model = 'tiny' } }`.
+--- The state the last status change left (for `ask_again_when_indexed`).
+local last_state = status.state
+local listening = false
+
+--- An answer was empty while the API index computed ('indexing'); the server says
+--- 'ready' once it is done: ask again at the cursor, as typing would have.
+local function ask_again_when_indexed(state)
+  local previous = last_state
+  last_state = state
+  if previous ~= 'indexing' or state ~= 'ready' then
+    return
+  end
+  vim.schedule(function()
+    if not options or not options.ghost_text.enabled or not options.ghost_text.auto_trigger then
+      return
+    end
+    if vim.api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then
+      return
+    end
+    local buf = vim.api.nvim_get_current_buf()
+    if not M.get_client(buf) then
+      return
+    end
+    if use_native() then
+      native.request(buf)
+    else
+      ghost.request(buf, 2)
+    end
+  end)
+end
+
 function M.setup(user_options)
   options = config.resolve(user_options)
+  if not listening then
+    listening = true
+    status.on_change(ask_again_when_indexed)
+  end
   if options.native_inline_completion == true then
     use_native() -- raises with a clear message when unavailable
   end

@@ -7,7 +7,7 @@ local M = {}
 
 M.LOADING_TITLE = 'adaptrack: loading model'
 
-M.state = 'stopped' -- 'stopped' | 'starting' | 'loading' | 'ready' | 'degraded' | 'error'
+M.state = 'stopped' -- 'stopped' | 'starting' | 'loading' | 'indexing' | 'ready' | 'degraded' | 'error'
 M.message = ''
 M.percentage = nil
 
@@ -34,10 +34,12 @@ function M.set(state, message)
   changed()
 end
 
---- Handler of `adaptrack/status` ({state = 'loading'|'ready'|'degraded'|'error', message = string}).
+--- Handler of `adaptrack/status` ({state = 'loading'|'indexing'|'ready'|'degraded'|'error',
+--- message = string}).  'indexing': the API members a completion needs are being
+--- computed (that answer was empty); 'ready' follows when they are.
 function M.handle_notification(_, params)
   local state = type(params) == 'table' and params.state or nil
-  if state ~= 'loading' and state ~= 'ready' and state ~= 'degraded' and state ~= 'error' then
+  if state ~= 'loading' and state ~= 'indexing' and state ~= 'ready' and state ~= 'degraded' and state ~= 'error' then
     M.set('error', 'malformed adaptrack/status notification: ' .. vim.inspect(params))
     return
   end

@@ -73,6 +73,8 @@ class CompletionResult:
     heal_text: str = ""
     prompt_tokens: int = 0
     fim: str | None = None
+    #: "indexing": the API paths still being computed
+    pending: tuple[tuple[str, ...], ...] = ()
     #: the request answered
     request: CompletionRequest | None = field(default=None, repr=False, compare=False)
 
@@ -238,6 +240,7 @@ def indexing_result(request: CompletionRequest, pending, info: ConstraintInfo, s
         constraint=info,
         status=INDEXING,
         message=f"computing the API members of {names}; completions follow when they are ready",
+        pending=tuple(tuple(p) for p in pending),
         request=request,
     )
 

@@ -24,7 +24,14 @@ from collections.abc import Callable
 from typing import Any
 
 from adaptrack_lsp.completion.model_host import ModelHost, ModelLoader, ProgressCallback, ServiceNotReady
-from adaptrack_lsp.completion.pipeline import CompletionCancelled, CompletionResult, indexing_result, run
+from adaptrack_lsp.completion.pipeline import (
+    INDEX_WAIT_LIMIT_S,
+    INDEXING,
+    CompletionCancelled,
+    CompletionResult,
+    indexing_result,
+    run,
+)
 from adaptrack_lsp.completion.request import CompletionRequest, RequestControl
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.environment import ConstraintEnvironment, IndexFactory
@@ -157,6 +164,12 @@ class CompletionService:
         index, info = self.constraints.api_index(request.settings)
         pending = self.constraints.pending(index, request.needed_paths())
         return indexing_result(request, pending, info, started) if pending else None
+
+    def when_indexed(self, result: CompletionResult, callback: Callable[[bool], None]) -> None:
+        """For an "indexing" answer: `callback(answered)` once the paths it waits for are
+        computed (the client may ask again then); nothing for other answers."""
+        if result.status == INDEXING and result.pending and result.request is not None:
+            self.constraints.when_ready(result.request.settings, result.pending, callback, INDEX_WAIT_LIMIT_S)
 
     def submit(self, request: CompletionRequest, cancelled: Callable[[], bool] | None = None) -> concurrent.futures.Future:
         """Run `request` on the model thread.  A later submit for the same document and

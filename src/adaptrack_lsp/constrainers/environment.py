@@ -104,6 +104,8 @@ class ConstraintEnvironment:
         self._warm_lock = threading.Lock()
         self._warm_texts: dict[str, str] = {}
         self._warm_futures: dict[str, concurrent.futures.Future] = {}
+        #: paths waited for -> callbacks (`when_ready`)
+        self._waiters: dict[frozenset, list[Callable[[bool], None]]] = {}
         self._closed = False
 
     def key(self, settings: Settings) -> tuple:
@@ -188,6 +190,36 @@ class ConstraintEnvironment:
         for path in waiting:
             index.prefetch(path)
         return waiting
+
+    def when_ready(self, settings: Settings, paths, callback: Callable[[bool], None], limit_s: float) -> None:
+        """Call `callback(answered)` once the index has answered `paths` (or after
+        `limit_s`), from a waiting thread; one waiter per set of paths."""
+        index, _ = self.api_index(settings)
+        key = frozenset(tuple(p) for p in paths)
+        if index is None or not key or self._closed:
+            return
+        with self._warm_lock:
+            waiting = self._waiters.get(key)
+            if waiting is not None:
+                waiting.append(callback)
+                return
+            callbacks = self._waiters[key] = [callback]
+
+        def wait() -> None:
+            try:
+                answered = bool(index.wait_ready(list(key), limit_s))
+            except Exception:
+                logger.debug("waiting for the index failed", exc_info=True)
+                answered = False
+            with self._warm_lock:
+                self._waiters.pop(key, None)
+            for function in callbacks:
+                try:
+                    function(answered and not self._closed)
+                except Exception:
+                    logger.exception("index-ready callback failed")
+
+        threading.Thread(target=wait, name="adaptrack-index-wait", daemon=True).start()
 
     def warm_up(self, settings: Settings, text: str, document: str = "") -> concurrent.futures.Future | None:
         """Start the look-ups of the document's imports on the index thread; the future

@@ -11,7 +11,8 @@ running.  What this module owns besides the conversions:
   load per settings change (a configuration that keeps the model fields starts none);
 - API index work for a document's imports, started at didOpen/didChange on the index
   thread; while members a request needs are computed it gets an empty result at once
-  (`isIncomplete: true`) and an `adaptrack/status` "indexing" notification;
+  (`isIncomplete: true`) and an `adaptrack/status` "indexing" notification, and
+  "ready" follows when they are computed (the clients ask again then);
 - one `CompletionRequest` per completion, built at the handler from the document as
   it is then (`cursor_request`), with the range its answers replace; the response is
   built from them, never from the document re-read after decoding;
@@ -381,6 +382,13 @@ class AdaptrackServer(LanguageServer):
         start = document.client_position_at_offset(offset - len(word)) if word else position
         return request, types.Range(start=start, end=position)
 
+    def index_ready(self, answered: bool) -> None:
+        """The API members an "indexing" answer waited for are computed: status "ready"
+        again, so that clients ask again (their next request decodes)."""
+        if answered and self._status is not None and self._status[0] == "indexing" and self.health.state == "ready":
+            service = self.service
+            self.send_status("ready", service.message if service is not None else "ready")
+
     def request_arrived(self, method: str, params) -> None:
         """Build the request of a completion message as it is read (see `GuardedProtocol`)."""
         if self.service is None or not self.service.ready or params is None:
@@ -433,6 +441,7 @@ class AdaptrackServer(LanguageServer):
             raise
         if result.status == INDEXING:
             self.send_status("indexing", result.message)
+            service.when_indexed(result, lambda answered: self.call_soon(self.index_ready, answered))
             return result, edit_range
         if self._status is not None and self._status[0] == "indexing" and not result.constraint.problem and self.health.state == "ready":
             self.send_status("ready", service.message)

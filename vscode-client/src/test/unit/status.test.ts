@@ -18,6 +18,23 @@ test('adaptrack/status notifications drive the state', () => {
   assert.deepEqual(seen, ['loading', 'ready', 'error']);
 });
 
+test('indexing is a state of its own, and its end asks for completions again', () => {
+  const model = new StatusModel();
+  model.applyNotification({ state: 'ready', message: 'tiny on cpu' });
+  let previous = model.state;
+  model.applyNotification({ state: 'indexing', message: 'computing the API members of numpy' });
+  assert.equal(model.state, 'indexing');
+  assert.ok(!model.view().isError);
+  assert.match(model.view().tooltip, /reading the installed APIs: computing the API members of numpy/);
+  assert.ok(!model.indexed(previous));
+  previous = model.state;
+  model.applyNotification({ state: 'ready', message: 'tiny on cpu' });
+  assert.ok(model.indexed(previous));
+  previous = model.state;
+  model.applyNotification({ state: 'ready', message: 'tiny on cpu' });
+  assert.ok(!model.indexed(previous)); // ready -> ready: nothing to ask again
+});
+
 test('malformed notifications become an error state, not an exception', () => {
   const model = new StatusModel();
   model.applyNotification({ state: 'sleeping' });
