@@ -57,6 +57,26 @@ def _read_message(sock: socket.socket, timeout: float = 30.0) -> dict | None:
     return json.loads(body[:length])
 
 
+def _messages_until(sock: socket.socket, last, timeout: float = 60.0) -> list[dict]:
+    """Every message the server sends up to the first for which `last(message)` holds."""
+    sock.settimeout(timeout)
+    data, messages = b"", []
+    while not messages or not last(messages[-1]):
+        while b"\r\n\r\n" in data:
+            header, rest = data.split(b"\r\n\r\n", 1)
+            length = next(int(line.split(b":")[1]) for line in header.split(b"\r\n") if line.lower().startswith(b"content-length"))
+            if len(rest) < length:
+                break
+            messages.append(json.loads(rest[:length]))
+            data = rest[length:]
+            if last(messages[-1]):
+                return messages
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection after {messages}"
+        data += chunk
+    return messages
+
+
 def _closed_by_server(sock: socket.socket, timeout: float = 10.0) -> bool:
     sock.settimeout(timeout)
     try:
@@ -181,3 +201,21 @@ def test_the_token_holder_gets_the_session_and_a_second_connection_is_refused(tc
         client.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
     process.wait(timeout=60)
     assert not token_file.exists()  # removed when the server stops
+
+
+def test_a_bad_frame_after_authentication_neither_kills_nor_deafens_the_session(tcp_server):
+    """The authenticated connection is read like stdio: an oversized frame (3 GB declared)
+    and garbage are answered or skipped, and the next request is served."""
+    port, token_file, process = tcp_server
+    token = token_file.read_text().strip()
+    with connect(port) as client:
+        client.sendall(_initialize(token))
+        assert _read_message(client, timeout=60)["result"]["serverInfo"]["name"] == "adaptrack-lsp"
+        client.sendall(b"Content-Length: 3000000000\r\n\r\n" + b"x" * 1000)
+        client.sendall(b"\x00\xffgarbage\r\n" + _frame({"jsonrpc": "2.0", "id": 5, "method": "shutdown"}))
+        answers = _messages_until(client, lambda m: m.get("id") == 5)
+        assert any(m.get("id") is None and "error" in m for m in answers), answers  # the 3 GB frame
+        assert "result" in answers[-1], answers
+        client.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
+    process.wait(timeout=60)
+    assert process.returncode == 0

@@ -14,7 +14,8 @@ listening server trusts a peer only after its first message proves it knows the 
 - while an authenticated client is connected, every further connection is closed at
   once (a JSON-RPC error first when it already sent a request).
 
-After the check the connection is served by pygls' message loop, as ``start_tcp`` does.
+After the check the connection is served by pygls' message loop, as ``start_tcp`` does,
+reading frames through `framing.FramedReader` as on stdio (size cap, resynchronisation).
 """
 
 from __future__ import annotations
@@ -126,30 +127,23 @@ def check_token(message: dict, token: str) -> dict:
     return {**message, "params": {**params, "initializationOptions": options}}
 
 
-class _Replay:
-    """A stream reader that first returns `prefix`, then reads from `reader`."""
+def framed_after(first: bytes, reader: asyncio.StreamReader, server):
+    """The connection's frames for pygls' loop: `first` (the checked initialize,
+    re-framed), then the stream through `framing.FramedReader` (size cap, errors
+    answered, resynchronisation after bad frames), as on stdio."""
+    from adaptrack_lsp.lsp_server.framing import CHUNK_BYTES, FramedReader
 
-    def __init__(self, prefix: bytes, reader: asyncio.StreamReader):
-        self._buffer = prefix
-        self._reader = reader
+    replay = [first]
 
-    async def readline(self) -> bytes:
-        if self._buffer:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line, self._buffer = self._buffer[: end + 1], self._buffer[end + 1 :]
-                return line
-            rest, self._buffer = self._buffer, b""
-            return rest + await self._reader.readline()
-        return await self._reader.readline()
+    async def read_chunk() -> bytes:
+        if replay:
+            return replay.pop()
+        try:
+            return await reader.read(CHUNK_BYTES)
+        except ConnectionError:
+            return b""
 
-    async def readexactly(self, count: int) -> bytes:
-        if self._buffer:
-            head, self._buffer = self._buffer[:count], self._buffer[count:]
-            if len(head) < count:
-                head += await self._reader.readexactly(count - len(head))
-            return head
-        return await self._reader.readexactly(count)
+    return FramedReader(read_chunk, server.max_message_bytes, server.framing_error)
 
 
 def serve_tcp(server, host: str, port: int, token: str, announce: str = "") -> None:
@@ -193,7 +187,7 @@ def serve_tcp(server, host: str, port: int, token: str, announce: str = "") -> N
         server.protocol.set_writer(writer)
         await run_async(
             stop_event=stop_event,
-            reader=_Replay(frame(message), reader),
+            reader=framed_after(frame(message), reader, server),
             protocol=server.protocol,
             logger=logger,
             error_handler=server.report_server_error,
