@@ -391,7 +391,10 @@ class AdaptrackServer(LanguageServer):
 
     def request_arrived(self, method: str, params) -> None:
         """Build the request of a completion message as it is read (see `GuardedProtocol`)."""
-        if self.service is None or not self.service.ready or params is None:
+        if params is None:
+            return
+        if self.service is None or not self.service.ready:
+            self._arrived.pop(id(params), None)  # no stale entry under a reused id
             return  # the handler answers "not ready" (or builds the request itself)
         try:
             located = self.cursor_request(params.text_document.uri, params.position, COMPLETION_METHODS[method])
