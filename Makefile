@@ -43,6 +43,7 @@ bench: install-dev
 	$(PY) benchmarks/decoding_overhead.py
 	$(PY) benchmarks/cold_start.py
 	$(PY) benchmarks/soak.py
+	$(PY) benchmarks/map_search.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules

@@ -7,7 +7,10 @@ sequence (argmax P(s | c) = argmax P(s) over valid s), the next one popped the s
 most probable, and so on: `num_samples = k` returns the k best, in order.
 
 Only expanded prefixes are evaluated by the LM (and have their candidates checked), so
-the cost is the number of prefixes more probable than the answer.  `node_budget`
+the cost is the number of prefixes more probable than the answer.  The frontier is lazy:
+an expanded prefix's valid children are ranked once (by probability) and only the best
+one not yet popped waits in the heap, so a node costs one sort, not one heap entry per
+valid token of the vocabulary.  `node_budget`
 (default 1000) caps those evaluations; when it runs out before k sequences are found the
 result is "partial" (with the most probable open prefix when nothing complete was
 found).  The request's temperature does not change the search.
@@ -55,10 +58,21 @@ class MAPDecoder(Decoder):
         watch = Stopwatch(counters)
         tree = PrefixTree(lm, constraint, request, counters)
         tiebreak = itertools.count()
-        # entries: (-log P(prefix), order, parent node, candidate index or -1 for the node itself)
+        # entries: (-log P(prefix), order, parent node, rank among the parent's valid
+        # children by probability, or -1 for the node itself).  Only each expanded node's
+        # best child not yet popped is in the frontier; popping it pushes the next one
+        # (siblings come in descending probability, so the order stays best-first).
         frontier: list[tuple[float, int, Node, int]] = []
+        ranked: dict[int, np.ndarray] = {}  # id(node) -> valid candidate indices, most probable first
         if tree.root.valid:
             frontier.append((-0.0, next(tiebreak), tree.root, -1))
+
+        def push(parent: Node, rank: int) -> None:
+            order = ranked[id(parent)]
+            if rank < order.size:
+                candidate = int(order[rank])
+                score = parent.logprob + float(parent.raw_logprobs[candidate])
+                heapq.heappush(frontier, (-score, next(tiebreak), parent, rank))
         found: list[Node] = []
         cut: list[Node] = []
         open_prefix: Node | None = None
@@ -67,8 +81,10 @@ class MAPDecoder(Decoder):
         timed_out = False
         try:
             while frontier and len(found) < num_samples:
-                _, _, parent, index = heapq.heappop(frontier)
-                node = parent if index < 0 else tree.child(parent, index)
+                _, _, parent, rank = heapq.heappop(frontier)
+                if rank >= 0:
+                    push(parent, rank + 1)
+                node = parent if rank < 0 else tree.child(parent, int(ranked[id(parent)][rank]))
                 if node is None:  # cannot happen: only valid candidates enter the frontier
                     continue
                 if node.terminal:
@@ -85,15 +101,14 @@ class MAPDecoder(Decoder):
                 tree.propagate(node)
                 expanded += 1
                 valid = np.flatnonzero(node.validity == VALID)
-                for candidate in valid:
-                    score = node.logprob + float(node.raw_logprobs[candidate])
-                    heapq.heappush(frontier, (-score, next(tiebreak), node, int(candidate)))
+                ranked[id(node)] = valid[np.argsort(-node.raw_logprobs[valid], kind="stable")]
+                push(node, 0)
         except BudgetExceeded:
             stop_reason = timeout_message(request)
             timed_out = True
             if frontier:
-                _, _, parent, index = frontier[0]
-                open_prefix = parent if index < 0 else parent.children.get(index, parent)
+                _, _, parent, rank = frontier[0]
+                open_prefix = parent if rank < 0 else parent.children.get(int(ranked[id(parent)][rank]), parent)
 
         samples = [tree.sample_of(node) for node in found]
         stopped = stop_reason if len(found) < num_samples else ""
