@@ -255,6 +255,30 @@ def test_introspection_sees_no_secrets_gets_limits_and_its_processes_die_with_it
 
 @posix_only
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="process states read from /proc")
+def test_the_index_walk_is_contained(tmp_path, monkeypatch):
+    """`adaptrack-lsp index` (and `eval --python`) import the package they walk: the walk
+    sees no secrets, runs outside the working folder, and a process the package starts
+    dies with it (before, it inherited the environment and held the walk open)."""
+    from adaptrack_lsp.constrainers.snapshot import walk_snapshot
+
+    report = tmp_path / "report.json"
+    python = _environment_with(tmp_path, "sandbox_probe", f"REPORT = {str(report)!r}\n" + PROBE)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ADAPTRACK_TEST_SECRET", "s3cret-token")
+    started = time.monotonic()
+    data = walk_snapshot(python, "sandbox_probe", timeout_s=120)
+    assert time.monotonic() - started < 60  # not held open by the child's pipes
+    assert any(name.endswith("visible") for name in data["names"]), data["names"]
+    seen = json.loads(report.read_text())
+    assert "ADAPTRACK_TEST_SECRET" not in seen["env"]
+    assert os.path.realpath(seen["cwd"]) != os.path.realpath(work) and not list(work.iterdir())
+    assert _wait_dead(seen["child"]), "a process started by the walked package outlived the walk"
+
+
+@posix_only
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="process states read from /proc")
 def test_the_worker_group_dies_when_the_server_process_exits(tmp_path):
     report = tmp_path / "report.json"
     python = _environment_with(tmp_path, "sandbox_probe", f"REPORT = {str(report)!r}\n" + PROBE)

@@ -1,16 +1,16 @@
 """`adaptrack-lsp index`: write an API snapshot of a package as installed in an environment.
 
-The public API walk runs in a subprocess started with the environment's interpreter
-(`constrainers/introspect_worker.py --walk`), so the snapshot states what *that*
+The public API walk runs in a contained subprocess started with the environment's
+interpreter (`constrainers.snapshot.walk_snapshot`), so the snapshot states what *that*
 environment provides.  See `constrainers/snapshot.py` for the format.
 """
 
 from __future__ import annotations
 
-HELP = "write an API snapshot (dotted public names) of a package installed in a Python environment"
+from adaptrack_lsp.constrainers.snapshot import DEFAULT_MAX_DEPTH, walk_snapshot
+from adaptrack_lsp.constrainers.snapshot import DEFAULT_WALK_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
-DEFAULT_MAX_DEPTH = 8
-DEFAULT_TIMEOUT_S = 1800.0
+HELP = "write an API snapshot (dotted public names) of a package installed in a Python environment"
 
 
 def add_arguments(parser) -> None:
@@ -24,42 +24,6 @@ def add_arguments(parser) -> None:
                         help=f"deepest name, in dotted parts after the package (default {DEFAULT_MAX_DEPTH})")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"give up on the walk after this long (default {DEFAULT_TIMEOUT_S:g})")
-
-
-def make_snapshot(python: str, package: str, max_depth: int = DEFAULT_MAX_DEPTH, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
-    """Walk `package` in the environment of `python`; the snapshot dict.
-
-    Raises RuntimeError with the worker's last stderr lines when the walk fails."""
-    import json
-    import os
-    import subprocess
-
-    from adaptrack_lsp.constrainers.introspection import WORKER_SCRIPT
-    from adaptrack_lsp.constrainers.snapshot import validate_snapshot
-
-    command = [python, "-I", str(WORKER_SCRIPT), "--walk", package, "--max-depth", str(max_depth)]
-    try:
-        completed = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        )
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"walking {package} took longer than {timeout_s:g} s") from None
-    except OSError as error:
-        raise RuntimeError(f"cannot run {python}: {error}") from None
-    if completed.returncode != 0:
-        tail = "\n".join(completed.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"walking {package} with {python} failed (exit {completed.returncode}):\n{tail}")
-    try:
-        data = json.loads(completed.stdout)
-        validate_snapshot(data, "walk output")
-    except ValueError as error:
-        raise RuntimeError(f"walking {package} gave unreadable output: {error}") from None
-    return data
 
 
 def run(args) -> int:
@@ -77,7 +41,7 @@ def run(args) -> int:
         print(f"adaptrack-lsp index: {problem}", file=sys.stderr)
         return 2
     try:
-        data = make_snapshot(python, args.package, args.max_depth, args.timeout)
+        data = walk_snapshot(python, args.package, args.max_depth, args.timeout)
     except RuntimeError as error:
         print(f"adaptrack-lsp index: {error}", file=sys.stderr)
         return 1

@@ -23,12 +23,14 @@ ENVIRONMENT_TIMEOUT_S = 20.0
 T = TypeVar("T")
 
 
-def run_contained(command: list[str], timeout_s: float) -> tuple[int, str, str]:
+def run_contained(command: list[str], timeout_s: float, extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `command` run in its own process group, from a
-    temporary folder, with only PATH/LANG in its environment; the whole group is killed
-    when it ends or after `timeout_s` (then TimeoutError).  A child the command leaves
-    behind cannot hold the call (or the pipes) open.  OSError when it cannot start."""
+    temporary folder, with only PATH/LANG (and `extra_env`) in its environment; the whole
+    group is killed when it ends or after `timeout_s` (then TimeoutError).  A child the
+    command leaves behind cannot hold the call (or the pipes) open.  OSError when it
+    cannot start."""
     env = {name: os.environ[name] for name in ("PATH", "SYSTEMROOT", "LANG") if name in os.environ}
+    env.update(extra_env or {})
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -38,13 +40,35 @@ def run_contained(command: list[str], timeout_s: float) -> tuple[int, str, str]:
         env=env,
         start_new_session=True,
     )
+    # the pipes are read on threads and the call ends when the command does: a child it
+    # leaves behind holds the pipes open, and is killed with the group below
+    output: dict[str, list[bytes]] = {"out": [], "err": []}
+    readers = [
+        threading.Thread(target=_drain, args=(stream, output[key]), name="contained-output", daemon=True)
+        for stream, key in ((process.stdout, "out"), (process.stderr, "err"))
+    ]
+    for reader in readers:
+        reader.start()
     try:
-        out, err = process.communicate(timeout=timeout_s)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"{command[0]} did not finish within {timeout_s:g} s") from None
     finally:
         _kill_group(process)
+        for reader in readers:
+            reader.join(timeout=5)
+    out, err = b"".join(output["out"]), b"".join(output["err"])
     return process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _drain(stream, into: list[bytes]) -> None:
+    try:
+        for chunk in iter(lambda: stream.read(65536), b""):
+            into.append(chunk)
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -29,6 +29,11 @@ from typing import Any
 
 from adaptrack_lsp.constrainers.api_index import APIIndex, Member
 
+#: deepest name walked, in dotted parts after the package
+DEFAULT_MAX_DEPTH = 8
+#: longest a walk may take (importing tensorflow and walking it takes minutes)
+DEFAULT_WALK_TIMEOUT_S = 1800.0
+
 #: largest snapshot read, in bytes of JSON text (decompressed); the bundled TensorFlow
 #: 2.21 snapshot is about 1 MB
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
@@ -210,3 +215,32 @@ def module_snapshot(package: str, submodules: Iterable[str] = ()) -> dict[str, A
             if owner is module and isinstance(value, types.ModuleType):
                 kinds[f"{prefix}.{name}"] = "module"
     return names_to_snapshot(package, str(getattr(module, "__version__", "") or "unknown"), names, kinds)
+
+
+def walk_snapshot(python: str, package: str, max_depth: int = DEFAULT_MAX_DEPTH, timeout_s: float = DEFAULT_WALK_TIMEOUT_S) -> dict:
+    """Walk `package` in the environment of `python`; the snapshot dict.
+
+    The walk imports the package, so it runs contained (`interpreter_check.run_contained`):
+    its own process group, killed as a whole when the walk ends or times out (a process
+    the package starts does not outlive it), from a temporary folder, with a minimal
+    environment, writing no bytecode (``-B``).  Raises RuntimeError with the worker's last
+    stderr lines when the walk fails."""
+    from adaptrack_lsp.constrainers.interpreter_check import run_contained
+    from adaptrack_lsp.constrainers.introspection import WORKER_SCRIPT
+
+    command = [python, "-I", "-B", str(WORKER_SCRIPT), "--walk", package, "--max-depth", str(max_depth)]
+    try:
+        returncode, stdout, stderr = run_contained(command, timeout_s, {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    except TimeoutError:
+        raise RuntimeError(f"walking {package} took longer than {timeout_s:g} s") from None
+    except OSError as error:
+        raise RuntimeError(f"cannot run {python}: {error}") from None
+    if returncode != 0:
+        tail = "\n".join(stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"walking {package} with {python} failed (exit {returncode}):\n{tail}")
+    try:
+        data = json.loads(stdout)
+        validate_snapshot(data, "walk output")
+    except ValueError as error:
+        raise RuntimeError(f"walking {package} gave unreadable output: {error}") from None
+    return data

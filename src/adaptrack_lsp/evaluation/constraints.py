@@ -3,7 +3,7 @@
 The TensorFlow API is a snapshot (`constrainers.snapshot` format): the committed TF
 snapshot by default (`bundled_snapshot("tensorflow")`), a snapshot file
 (``--api-snapshot``), or a walk of another interpreter's TensorFlow (``--python``, the
-same walk the ``index`` command uses).  From it:
+same contained walk as the ``index`` command: `constrainers.snapshot.walk_snapshot`).  From it:
 
 - v2 setting (TFv1 v2, TFv1Real): `SnapshotIndex` of the snapshot, every TF 2 name;
 - v1 setting: the ``tensorflow.compat.v1.X`` names as ``tensorflow.X``
@@ -17,9 +17,7 @@ answers whether the constraint accepts the item's oracle (constraint recall).
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +45,16 @@ def load_api_snapshot(snapshot: str | None = None, python: str | None = None) ->
     """The TF API from a snapshot file, another interpreter's TensorFlow, or the committed snapshot."""
     # imported through api_index: importing constrainers.snapshot first is circular
     from adaptrack_lsp.constrainers.api_index import SnapshotError, read_snapshot
-    from adaptrack_lsp.constrainers.snapshot import validate_snapshot
+    from adaptrack_lsp.constrainers.snapshot import walk_snapshot
 
     if snapshot is not None and python is not None:
         raise ValueError("give either an API snapshot or a Python interpreter, not both")
     try:
         if python is not None:
-            data = _walk_tensorflow(python)
-            validate_snapshot(data, f"{python} --walk tensorflow")
+            try:
+                data = walk_snapshot(python, "tensorflow", timeout_s=WALK_TIMEOUT_S)
+            except RuntimeError as error:
+                raise ValueError(str(error)) from None
             origin = f"tensorflow {data.get('version')} in {python}"
         else:
             if snapshot is None:
@@ -71,30 +71,6 @@ def load_api_snapshot(snapshot: str | None = None, python: str | None = None) ->
     if data.get("root") != "tensorflow":
         raise ValueError(f"the API snapshot is of {data.get('root')!r}, TFv1 needs tensorflow")
     return APISnapshot(data, origin)
-
-
-def _walk_tensorflow(python: str) -> dict[str, Any]:
-    """Walk ``tensorflow`` in another interpreter with the introspection worker (time-limited)."""
-    from adaptrack_lsp.constrainers import introspect_worker
-
-    try:
-        completed = subprocess.run(
-            [python, "-I", introspect_worker.__file__, "--walk", "tensorflow"],
-            capture_output=True,
-            text=True,
-            timeout=WALK_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ValueError(f"walking tensorflow with {python} took longer than {WALK_TIMEOUT_S} s") from None
-    except OSError as error:
-        raise ValueError(f"cannot run {python}: {error}") from None
-    if completed.returncode != 0:
-        raise ValueError(f"walking tensorflow with {python} failed: {completed.stderr.strip()[-2000:]}")
-    try:
-        return json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        raise ValueError(f"walking tensorflow with {python} printed no snapshot") from None
 
 
 def setting_index(api: APISnapshot, setting: str):
