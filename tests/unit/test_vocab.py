@@ -190,6 +190,24 @@ def test_added_non_special_token_contributes_its_text(byte_level_tokenizer):
     assert vocab.decode_bytes(ids) == text.encode()
 
 
+def test_codellama_end_of_infill_ends_a_sequence(sentencepiece_tokenizers):
+    """CodeLlama writes ``▁<EOT>`` after a fill-in-the-middle answer: it must end the
+    sequence like ``</s>`` (the FIM markers themselves do not)."""
+    import copy
+
+    from adaptrack_lsp.completion.context import detect_fim
+
+    tokenizer = copy.deepcopy(sentencepiece_tokenizers[True])
+    markers = ["\u2581<PRE>", "\u2581<SUF>", "\u2581<MID>", "\u2581<EOT>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": markers})
+    vocab = vocabulary_from_tokenizer(tokenizer)
+    assert detect_fim(tokenizer).name == "codellama"
+    assert tokenizer.convert_tokens_to_ids("\u2581<EOT>") in vocab.eos_ids
+    assert tokenizer.convert_tokens_to_ids("</s>") in vocab.eos_ids
+    assert tokenizer.convert_tokens_to_ids("\u2581<MID>") not in vocab.eos_ids
+    assert tokenizer.convert_tokens_to_ids("\u2581<MID>") in vocab.special_ids
+
+
 def test_duplicate_byte_strings_under_different_ids_are_kept(sentencepiece_tokenizers):
     tokenizer = sentencepiece_tokenizers[False]
     vocab = vocabulary_from_tokenizer(tokenizer)

@@ -38,6 +38,8 @@ END_OF_SEQUENCE_TOKENS = (
     "<|end_of_text|>",
     "<|end|>",
     "<|EOT|>",
+    "\u2581<EOT>",  # CodeLlama: ends an infill (fill-in-the-middle)
+    "<EOT>",
     "</s>",
     "<eos>",
 )
