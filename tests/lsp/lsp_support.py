@@ -50,6 +50,20 @@ def write_numpy_snapshot(path: Path) -> Path:
     return path
 
 
+async def initialize_with_numpy_snapshot(lsp_client, tmp_path_factory, settings: dict):
+    """Initialize a pytest-lsp session whose validity comes from a snapshot of the installed
+    numpy (`apiSnapshot`, fast and deterministic), with progress support; the client keeps
+    the snapshot path in `.snapshot`.  Returns the initialize result."""
+    from lsprotocol import types
+
+    snapshot = write_numpy_snapshot(tmp_path_factory.mktemp("snapshot") / "numpy.json")
+    lsp_client.snapshot = str(snapshot)
+    capabilities = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
+    return await lsp_client.initialize_session(
+        types.InitializeParams(capabilities=capabilities, initialization_options={**settings, "apiSnapshot": str(snapshot)})
+    )
+
+
 def frame(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 

@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import SERVER_COMMAND, make_client, numpy_public_names, server_env, write_numpy_snapshot
+from lsp_support import SERVER_COMMAND, initialize_with_numpy_snapshot, make_client, numpy_public_names, server_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -32,12 +32,7 @@ BASE_SETTINGS = {"model": "tiny", "maxNewTokens": 6, "numSamples": 4, "timeoutMs
     config=ClientServerConfig(server_command=SERVER_COMMAND, server_env=server_env(), client_factory=make_client),
 )
 async def client(lsp_client: LanguageClient, tmp_path_factory):
-    snapshot = write_numpy_snapshot(tmp_path_factory.mktemp("snapshot") / "numpy.json")
-    lsp_client.snapshot = str(snapshot)
-    capabilities = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
-    lsp_client.init_result = await lsp_client.initialize_session(
-        types.InitializeParams(capabilities=capabilities, initialization_options={**BASE_SETTINGS, "apiSnapshot": str(snapshot)})
-    )
+    lsp_client.init_result = await initialize_with_numpy_snapshot(lsp_client, tmp_path_factory, BASE_SETTINGS)
     yield
     await lsp_client.shutdown_session()
 

@@ -37,15 +37,7 @@ SMALL = {
 
 
 def decode(task, decoder, n=1, seed=1, temperature=1.0, max_new_tokens=None, **options):
-    request = DecodeRequest(
-        prompt_ids=[],
-        num_samples=n,
-        seed=seed,
-        temperature=temperature,
-        max_new_tokens=max_new_tokens or task.max_length,
-        options=options,
-    )
-    return get_decoder(decoder).decode(task.language_model(), task.constraint(), request)
+    return task.decode(decoder, n, seed=seed, temperature=temperature, max_new_tokens=max_new_tokens, **options)
 
 
 # -- no valid completion --------------------------------------------------------------------

@@ -172,15 +172,7 @@ HOPELESS_FOR = {"rs": {"tiny_branch_1e-12", "tiny_branch_1e-45"}}
 
 
 def decode(task: Task, decoder: str, n: int = SAMPLES, seed: int = 1, temperature: float = 1.0, max_new_tokens=None, **options):
-    request = DecodeRequest(
-        prompt_ids=[],
-        num_samples=n,
-        seed=seed,
-        temperature=temperature,
-        max_new_tokens=max_new_tokens or task.max_length,
-        options=options,
-    )
-    return get_decoder(decoder).decode(task.language_model(), task.constraint(), request)
+    return task.decode(decoder, n, seed=seed, temperature=temperature, max_new_tokens=max_new_tokens, **options)
 
 
 def sample_counts(task: Task, decoder: str, n: int = SAMPLES, seed: int = 1, **options) -> tuple[dict, object]:

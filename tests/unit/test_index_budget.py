@@ -68,7 +68,7 @@ def make_service(index, timeout_ms=300) -> CompletionService:
 
 
 def needed_paths(text, offset):
-    return CompletionRequest.build(text, offset).needed_paths()
+    return list(CompletionRequest.build(text, offset).needed_paths)
 
 
 def test_needed_paths_are_the_imports_and_the_chain_at_the_cursor():

@@ -4,6 +4,7 @@
 --- suggestion as virtual text at the cursor, accepting it (a text edit of the item's
 --- range) and dismissing it on cursor move, insert-leave or buffer leave.
 local compat = require('adaptrack.compat')
+local keys = require('adaptrack.keys')
 local position = require('adaptrack.position')
 
 local uv = vim.uv or vim.loop
@@ -333,24 +334,7 @@ function M.attach(buf, resolved_options, client_lookup)
       pcall(vim.api.nvim_del_augroup_by_id, group)
     end,
   })
-  local accept_key = options.ghost_text.accept_key
-  if accept_key then
-    vim.keymap.set('i', accept_key, function()
-      if M.text(buf) then
-        return '<Cmd>lua require("adaptrack").accept()<CR>'
-      end
-      return accept_key
-    end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: accept the suggestion' })
-  end
-  local dismiss_key = options.ghost_text.dismiss_key
-  if dismiss_key then
-    vim.keymap.set('i', dismiss_key, function()
-      if M.text(buf) then
-        return '<Cmd>lua require("adaptrack").dismiss()<CR>'
-      end
-      return dismiss_key
-    end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: dismiss the suggestion' })
-  end
+  keys.map(buf, options.ghost_text, M.text)
 end
 
 --- Undo `attach` for `buf`.
@@ -359,11 +343,7 @@ function M.detach(buf)
   local state = buffers[buf]
   if state and state.attached then
     pcall(vim.api.nvim_del_augroup_by_name, 'adaptrack.ghost.' .. buf)
-    for _, key in ipairs({ options.ghost_text.accept_key, options.ghost_text.dismiss_key }) do
-      if key then
-        pcall(vim.keymap.del, 'i', key, { buffer = buf })
-      end
-    end
+    keys.unmap(buf, options.ghost_text)
   end
   buffers[buf] = nil
 end

@@ -8,6 +8,7 @@ local compat = require('adaptrack.compat')
 local config = require('adaptrack.config')
 local complete = require('adaptrack.complete')
 local ghost = require('adaptrack.ghost')
+local keys = require('adaptrack.keys')
 local native = require('adaptrack.native')
 local status = require('adaptrack.status')
 
@@ -109,28 +110,6 @@ local function client_config(root)
   }
 end
 
---- Insert-mode keys of the native path: accept and dismiss, falling back to the key itself.
-local function map_native_keys(buf)
-  local accept_key = options.ghost_text.accept_key
-  if accept_key then
-    vim.keymap.set('i', accept_key, function()
-      if not native.accept() then
-        return accept_key
-      end
-      return ''
-    end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: accept the suggestion' })
-  end
-  local dismiss_key = options.ghost_text.dismiss_key
-  if dismiss_key then
-    vim.keymap.set('i', dismiss_key, function()
-      if native.text(buf) then
-        return '<Cmd>lua require("adaptrack").dismiss()<CR>'
-      end
-      return dismiss_key
-    end, { buffer = buf, expr = true, silent = true, desc = 'adaptrack: dismiss the suggestion' })
-  end
-end
-
 function M._on_attach(client, buf)
   if options.completion.completefunc then
     vim.bo[buf].completefunc = 'v:lua.adaptrack_completefunc'
@@ -139,7 +118,7 @@ function M._on_attach(client, buf)
     vim.bo[buf].omnifunc = 'v:lua.vim.lsp.omnifunc'
   end
   if use_native() then
-    map_native_keys(buf)
+    keys.map(buf, options.ghost_text, native.text, native.accept)
     native.attach(buf)
     native.enable(buf, options.ghost_text.enabled)
   else

@@ -113,10 +113,10 @@ def run(
     given_up: set[tuple[str, ...]] = set()
     if index is not None:
         if wait_for_index:
-            index_wait += wait_for_paths(index, request.needed_paths(), given_up, index_progress)
+            index_wait += wait_for_paths(index, request.needed_paths, given_up, index_progress)
             index, info = environment.api_index(request.settings)  # it may have failed meanwhile
         else:
-            pending = environment.pending(index, request.needed_paths())
+            pending = environment.pending(index, request.needed_paths)
             if pending:
                 return indexing_result(request, pending, info, started)
     while True:

@@ -64,6 +64,8 @@ class CompletionRequest:
     typed_word: str = ""
     #: alias -> module path bound by the document's imports (parsed once)
     import_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the API index paths the completion needs before decoding (`cursor_paths`)
+    needed_paths: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def build(
@@ -82,6 +84,7 @@ class CompletionRequest:
         text = sanitize_text(text)
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
+        roots = document_roots(text)
         return cls(
             text=text,
             offset=offset,
@@ -91,7 +94,8 @@ class CompletionRequest:
             version=version,
             seed=request_seed(text, offset, mode) if seed is None else int(seed),
             typed_word=_WORD_TAIL.search(text, line_start, offset).group(0),
-            import_roots=document_roots(text),
+            import_roots=roots,
+            needed_paths=cursor_paths(text[line_start:offset], roots),
         )
 
     @property
@@ -105,20 +109,20 @@ class CompletionRequest:
         """The decoder the settings name for this mode (`decoder` / `listDecoder`)."""
         return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
 
-    def needed_paths(self) -> list[tuple[str, ...]]:
-        """The index paths the completion needs before decoding: the modules the document
-        imports and every prefix of the attribute chain at the cursor
-        (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
-        roots = self.import_roots
-        paths = list(roots.values())
-        match = _CURSOR_CHAIN.search(self.line_prefix)
-        if match:
-            names = [name.strip() for name in match.group(1).split(".")]
-            root = roots.get(names[0])
-            if root:
-                chain = tuple(root) + tuple(names[1:])
-                paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
-        return list(dict.fromkeys(tuple(p) for p in paths))
+
+def cursor_paths(line_prefix: str, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """The index paths a completion after `line_prefix` needs before decoding: the modules
+    the document imports (`roots`) and every prefix of the attribute chain at the cursor
+    (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
+    paths = list(roots.values())
+    match = _CURSOR_CHAIN.search(line_prefix)
+    if match:
+        names = [name.strip() for name in match.group(1).split(".")]
+        root = roots.get(names[0])
+        if root:
+            chain = tuple(root) + tuple(names[1:])
+            paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
+    return tuple(dict.fromkeys(tuple(p) for p in paths))
 
 
 #: why a request stopped, most decisive first

@@ -162,7 +162,7 @@ class CompletionService:
         computed (their look-ups are started), else None.  Cheap: waits for nothing."""
         started = time.perf_counter()
         index, info = self.constraints.api_index(request.settings)
-        pending = self.constraints.pending(index, request.needed_paths())
+        pending = self.constraints.pending(index, request.needed_paths)
         return indexing_result(request, pending, info, started) if pending else None
 
     def when_indexed(self, result: CompletionResult, callback: Callable[[bool], None]) -> None:

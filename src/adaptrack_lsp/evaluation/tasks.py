@@ -125,6 +125,30 @@ class Task:
     def constraint(self) -> SequenceConstraint:
         return SequenceConstraint(self.vocab, self.valid, source=self.name)
 
+    def decode(
+        self,
+        decoder: str,
+        num_samples: int = 1,
+        *,
+        seed: int = 1,
+        temperature: float = 1.0,
+        max_new_tokens: int | None = None,
+        **options,
+    ):
+        """`num_samples` samples of decoder `decoder` on this task, on a fresh model and
+        constraint (no prompt; up to the longest valid sequence unless `max_new_tokens`)."""
+        from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
+
+        request = DecodeRequest(
+            prompt_ids=[],
+            num_samples=num_samples,
+            seed=seed,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens or self.max_length,
+            options=options,
+        )
+        return get_decoder(decoder).decode(self.language_model(), self.constraint(), request)
+
     def probs(self, path: Sequence[int]) -> np.ndarray:
         """Exact P(. | path) (float64)."""
         return self.table.get(tuple(path), self.default)
