@@ -179,12 +179,10 @@ export class ServerManager implements vscode.Disposable {
       }
     });
     client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
-      const previous = this.status.state;
-      this.status.applyNotification(params);
-      if (this.status.indexed(previous)) {
-        // the ghost text asked for while the API index computed was empty: ask again
+      // the ghost text asked for while the API index computed was empty: ask again at "ready"
+      this.status.applyNotification(params, () => {
         void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
-      }
+      });
       const message = (params as { message?: string } | null)?.message ?? '';
       this.log.info(`server status: ${JSON.stringify(params)}`);
       if ((params as { state?: string } | null)?.state === 'error') {

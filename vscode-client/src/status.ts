@@ -62,8 +62,13 @@ export class StatusModel {
     return previous === 'indexing' && this.state === 'ready';
   }
 
-  /** Apply an `adaptrack/status` notification; malformed params are an error state, not a crash. */
-  applyNotification(params: unknown): void {
+  /**
+   * Apply an `adaptrack/status` notification; malformed params are an error state, not a
+   * crash.  `askAgain()` runs when the notification ends an "indexing" wait (the answer
+   * given meanwhile was empty).
+   */
+  applyNotification(params: unknown, askAgain?: () => void): void {
+    const previous = this.state;
     const candidate = params as Partial<StatusNotification> | null;
     const state = candidate?.state;
     if (state !== 'loading' && state !== 'indexing' && state !== 'ready' && state !== 'degraded' && state !== 'error') {
@@ -71,6 +76,9 @@ export class StatusModel {
       return;
     }
     this.set(state, typeof candidate?.message === 'string' ? candidate.message : '');
+    if (askAgain && this.indexed(previous)) {
+      askAgain();
+    }
   }
 
   /**

@@ -33,6 +33,19 @@ test('indexing is a state of its own, and its end asks for completions again', (
   previous = model.state;
   model.applyNotification({ state: 'ready', message: 'tiny on cpu' });
   assert.ok(!model.indexed(previous)); // ready -> ready: nothing to ask again
+
+  // the client's callback runs exactly when an indexing wait ends
+  let askedAgain = 0;
+  const askAgain = () => {
+    askedAgain += 1;
+  };
+  model.applyNotification({ state: 'indexing', message: 'computing the API members of torch' }, askAgain);
+  assert.equal(askedAgain, 0);
+  model.applyNotification({ state: 'ready', message: 'tiny on cpu' }, askAgain);
+  assert.equal(askedAgain, 1);
+  model.applyNotification({ state: 'ready', message: 'tiny on cpu' }, askAgain);
+  model.applyNotification({ state: 'degraded', message: 'no interpreter' }, askAgain);
+  assert.equal(askedAgain, 1);
 });
 
 test('malformed notifications become an error state, not an exception', () => {
