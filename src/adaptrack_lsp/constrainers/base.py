@@ -59,6 +59,14 @@ class Constrainer(ABC):
         constrainers that check no chains.  Used to say which package validated an answer."""
         return []
 
+    def rejection(self, state: State, text: str) -> str:
+        """Why `check(state, text)` returned None, in words for a person (what
+        `adaptrack-lsp explain` prints), e.g. "tf.placeholder does not exist in
+        tensorflow 2.21".  Called only after `check` rejected `text`; `text` is the
+        shortest rejected extension of `state` (its last character is the first one
+        rejected).  The default names the constrainer."""
+        return f"{self.source or type(self).__name__} rejects {text[-1:]!r} here"
+
 
 class TokenConstraint(ABC):
     """A prefix-closed constraint on token-id sequences."""

@@ -53,6 +53,13 @@ class AllOf(Constrainer):
     def resolved_chains(self, context: Any, text: str) -> list[tuple[str, ...]]:
         return [chain for part in self.parts for chain in part.resolved_chains(context, text)]
 
+    def rejection(self, state: State, text: str) -> str:
+        """The reason of the first part that rejects `text`."""
+        for part, part_state in zip(self.parts, state):
+            if part.check(part_state, text) is None:
+                return part.rejection(part_state, text)
+        return super().rejection(state, text)
+
 
 class ForcedPrefix(Constrainer):
     """The generated text must start with `text`; the state is what is still owed."""
@@ -79,3 +86,6 @@ class ForcedPrefix(Constrainer):
     def is_free(self, state: State) -> bool:
         """Once the prefix is written, every continuation is valid."""
         return not state
+
+    def rejection(self, state: State, text: str) -> str:
+        return f"the completion must start with {state!r} (the word before the cursor)"
