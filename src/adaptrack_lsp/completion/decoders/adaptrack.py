@@ -70,11 +70,9 @@ class AdapTrackDecoder(Decoder):
 
 
 def _choose(tree: PrefixTree, node: Node, rng: np.random.Generator, exclude: int | None = None) -> int | None:
-    weights = tree.weights(node)
-    if exclude is not None:
-        weights = weights.copy()
-        weights[exclude] = 0.0
-    return tree.draw(weights, rng)
+    """N[x] ~ P_Q(.|x) (argmax when greedy), over a top-K node's tail too (tail tokens
+    are checked when drawn, an invalid one drawn again)."""
+    return tree.choose(node, rng, "q", exclude=exclude)
 
 
 def backtrack_sample(
@@ -100,13 +98,17 @@ def backtrack_sample(
             return node
         # evaluate s, draw N[s], update Q along the path
         tree.check_top_p(node, top_p_validity)
-        changes = tree.propagate(node)
         if node.q > 0.0:
-            index = _choose(tree, node, rng)
+            index = _choose(tree, node, rng)  # may learn invalid tail tokens: before propagating
             if index is not None:
                 next_index[node] = index
-        # rejection step at each ancestor, nearest first
-        for change in changes:
+        changes = tree.propagate(node)
+        # rejection step at each ancestor, nearest first; a redraw over a top-K node's
+        # tail may find invalid tokens, and the Q it changes above is processed too
+        position = 0
+        while position < len(changes):
+            change = changes[position]
+            position += 1
             ancestor = change.node
             if next_index.get(ancestor) != change.index:
                 continue
@@ -119,6 +121,7 @@ def backtrack_sample(
                 continue  # outside the backtracking window: keep N[x]
             if tree.greedy:
                 best = _choose(tree, ancestor, rng)
+                changes.extend(tree.propagate(ancestor))
                 if best is not None and best != change.index:
                     counters.backtracks += 1
                     next_index[ancestor] = best
@@ -127,6 +130,7 @@ def backtrack_sample(
                 continue
             counters.backtracks += 1
             replacement = _choose(tree, ancestor, rng, exclude=change.index)
+            changes.extend(tree.propagate(ancestor))
             if replacement is None:
                 del next_index[ancestor]
             else:

@@ -87,3 +87,17 @@ def load_model(
     if static:
         return StaticCacheLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)
     return HFLanguageModel(model, tokenizer, vocab=vocab, name=name_or_path, **options)
+
+
+def load_for_settings(settings, progress=None) -> HFLanguageModel:
+    """The `transformers` backend (`lm.backends`): `settings.model` on its device, dtype
+    and KV-cache path."""
+    if progress is not None:
+        progress(f"loading {settings.model}", 10)
+    return load_model(
+        settings.model,
+        device=settings.device,
+        dtype=settings.dtype,
+        kv_cache=settings.kv_cache,
+        trust_remote_code=settings.trust_remote_code,
+    )
