@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 MODEL ?= Qwen/Qwen2.5-Coder-1.5B
 
-.PHONY: venv install install-dev npm demo test test-python bench clean
+.PHONY: venv install install-dev llama-cpp npm demo test test-python bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ install: venv
 install-dev: venv
 	$(PIP) install -q -e ".[dev]"
 
+# llama.cpp for the engine tests: the llama-cpp-python wheel and llama-server, compiled once
+# per machine (minutes) and cached under the cache root
+llama-cpp: install-dev
+	PY="$(PY)" .ci/install-llama-cpp
+
 npm:
 	npm ci --no-audit --no-fund
 
@@ -30,7 +35,7 @@ npm:
 demo: install
 	MODEL="$(MODEL)" PY="$(PY)" scripts/demo.sh
 
-test: install-dev npm
+test: install-dev llama-cpp npm
 	$(PY) -m pytest -q -ra
 
 test-python: install-dev
