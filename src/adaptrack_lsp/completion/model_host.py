@@ -31,16 +31,17 @@ class ServiceNotReady(RuntimeError):
 
 
 def default_model_loader(settings: Settings, progress: ProgressCallback):
-    """Load the model of `settings` with the backend it names (`lm.backends`)."""
-    from adaptrack_lsp.completion.lm.backends import load_backend
+    """Load `settings.model` on its backend (`lm.loading.load_for_settings`)."""
+    from adaptrack_lsp.completion.lm import loading
 
-    return load_backend(settings, progress)
+    progress(f"loading {settings.model}", 10)
+    return loading.load_for_settings(settings)
 
 
 def model_load_message(model: str, error: BaseException, backend: str = "transformers") -> str:
     """A load failure, always naming the way out (the built-in model or a local folder;
     for the server backend the error names its own fix)."""
-    if backend == "server":
+    if backend == "server":  # the server backend's errors name their own fix
         return f"could not start the server backend: {error}"
     text = f"could not load model {model!r}: {error}"
     if "tiny" not in str(error):

@@ -31,7 +31,9 @@ Q = 1 (unknown validity: an upper bound, so AdapTrack's Q stays an envelope) and
 tail (`draw_from_tail`) asks the LM for ONE token with every candidate excluded, an exact
 draw from P restricted to the tail (or its argmax when greedy); the token moves from the
 tail into the candidates with its exact probability and the tail's mass shrinks by it.
-`choose` is the one draw every decoder uses on any node: P(u|x)·w(u) over the whole
+A checked partial node whose constraint allows no token outside its candidates has a
+tail known invalid (Q = 0): no draw is made from it.  `choose` is the one draw every
+decoder uses on any node: P(u|x)·w(u) over the whole
 vocabulary (w = Q, validity, or 1), the tail drawn lazily, an invalid tail token
 redrawn when the draw must be masked, and the argmax taken exactly when greedy (the tail
 is drawn while its best possible token could beat the best candidate).  A node whose
@@ -451,8 +453,26 @@ class PrefixTree:
                 self._check_candidates(node, unknown, apply=validity == "apply")
                 node.checked = True
                 node.pending = validity == "defer"
+                self._settle_partial_tail(node)
         node.evaluated = True
         self._recompute_q(node)
+
+    def _settle_partial_tail(self, node: Node) -> None:
+        """A checked partial node whose constraint allows no token outside its candidates
+        has a tail known to be invalid: its Q is 0 (at once, or when deferred verdicts
+        apply), and no draw is ever made from it."""
+        if not node.partial or not node.valid or node.tail_invalid:
+            return
+        start = time.perf_counter()
+        allowed = np.array(self.constraint.mask(node.state), dtype=bool)[: self.vocab.size]
+        self.counters.constraint_seconds += time.perf_counter() - start
+        listed = node.candidates[node.candidates < self.vocab.size]
+        allowed[listed] = False
+        allowed &= ~self._special_or_padding
+        if not allowed.any():
+            node.tail_invalid = True
+            if not node.pending:
+                node.tail_q = 0.0
 
     def _check_candidates(self, node: Node, indices: np.ndarray, apply: bool = True) -> None:
         """Decide the validity of candidates `indices` (one constraint call); `apply`
@@ -528,6 +548,8 @@ class PrefixTree:
             self._check_candidates(node, np.array([index]), apply=not node.pending)
         if not node.partial:
             node.tail_q, node.tail_invalid = 0.0, True
+        elif node.checked and verdict != INVALID:
+            self._settle_partial_tail(node)  # was it the last valid token of the tail?
         self._recompute_q(node)
         return index
 
@@ -580,8 +602,8 @@ class PrefixTree:
         node.pending = False
         invalid = node.validity == INVALID
         node.child_q[invalid] = 0.0
-        if not node.partial:
-            node.tail_q = 0.0  # a partial node's tail stays unknown (Q = 1) until drawn
+        if not node.partial or node.tail_invalid:
+            node.tail_q = 0.0  # a partial node's tail stays unknown (Q = 1) unless known invalid
         self._compact(node)
         self._recompute_q(node)
         return self.propagate(node)
@@ -649,9 +671,10 @@ class PrefixTree:
             return
         if node.checked:
             return
-        if node.partial:  # the candidates are checked; the tail stays unknown (Q = 1)
+        if node.partial:  # the candidates are checked; the tail stays unknown (Q = 1) unless nothing in it is valid
             self._check_candidates(node, np.flatnonzero(node.validity == UNCHECKED))
             node.checked = True
+            self._settle_partial_tail(node)
             self._recompute_q(node)
             return
         if node.tail_mass > 0.0 and node.tail_q > 0.0:

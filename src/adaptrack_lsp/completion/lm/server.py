@@ -174,6 +174,7 @@ class ServerLanguageModel(PartialLanguageModel):
         self._prompt: tuple[int, ...] = ()
         self._max_new_tokens = 0
         self._cache: dict[tuple[int, ...], TopK] = {}
+        self._ineligible: list[int] | None = None
         #: per path, the tokens drawn out of its tail and their log-probabilities
         self._drawn: dict[tuple[int, ...], dict[int, float]] = {}
         self._client = None
@@ -369,6 +370,8 @@ class ServerLanguageModel(PartialLanguageModel):
     def _connect(self) -> None:
         self.connected = False
         self._cache.clear()
+        self._drawn.clear()
+        self._ineligible = None
         status, data = self._request("GET", "/v1/models", what="the model list")
         if status in (401, 403):
             raise EngineUnavailable(self._auth_message(status))
@@ -603,11 +606,25 @@ class ServerLanguageModel(PartialLanguageModel):
             node = node + (position.token,)
             self.tokens_fed += 1
 
-    def _complete(self, path: tuple[int, ...], *, greedy: bool, seed: int | None, excluded: Sequence[int] = (), what: str) -> list[Position]:
+    def _never_generated(self) -> list[int]:
+        """Special and padding ids (EOS excepted): a continuation computed ahead avoids
+        them, since the tree never follows them (its distributions stay raw)."""
+        if self._ineligible is None:
+            top = self.server_vocab_size or self.vocab.size
+            ids = set(range(self.vocab.num_defined, top)) | set(self.vocab.special_ids)
+            self._ineligible = sorted(i for i in ids if i not in self.vocab.eos_ids and i < top)
+        return self._ineligible
+
+    def _complete(self, path: tuple[int, ...], *, greedy: bool, seed: int | None, excluded: Sequence[int] | None = None, what: str) -> list[Position]:
+        """One request continuing prompt + `path`; `excluded` (a tail draw): the ids the
+        first token must not be (excluded at every position; the distributions reported
+        are raw, so the positions after the first still fill the cache)."""
         self.ensure_connected()
         body = self._body(list(self._prompt) + list(path), max_tokens=self._ahead(path), logprobs=self.options.top_logprobs, greedy=greedy, seed=seed)
-        if excluded:
+        if excluded is not None:
             body["logit_bias"] = self._exclusion(excluded)
+        elif self.can_exclude and self._never_generated():
+            body["logit_bias"] = self._exclusion(self._never_generated())
         positions = self._positions(self._post_completion(body, what))
         self._fill(path, positions)
         return positions
@@ -756,7 +773,7 @@ def load_tokenizer(name_or_path: str):
     return tokenizer, vocab
 
 
-def load_server_model(settings, progress=None) -> ServerLanguageModel:
+def load_from_settings(settings, progress=None) -> ServerLanguageModel:
     """The `server` backend for `settings` (`endpoint`, `tokenizer` or `model`,
     `serverModel`, `apiKeyEnv`, `serverTopLogprobs`, `serverLookahead`,
     `serverTimeoutMs`).  A server that cannot be reached (or fails a check) does not
