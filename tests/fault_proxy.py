@@ -2,7 +2,8 @@
 process, started by `llama_server_support.FaultProxy`).
 
 `POST /__fault {"mode": ..., "seconds": ...}` switches the fault; `GET /__fault` answers
-200 (the start-up probe).  Modes, applied to `/v1/completions` unless said otherwise:
+200 (the start-up probe).  Modes, applied to `/v1/completions` and llama-server's own
+`/completion` unless said otherwise:
 
 - ``none``: forward as is;
 - ``http500``: HTTP 500 with an error object;
@@ -76,7 +77,7 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "not_openai":
             self._send(404, b"<html><body>Not Found</body></html>", "text/html")
             return
-        if not self.path.startswith("/v1/completions") or mode == "none":
+        if not self.path.startswith(("/v1/completions", "/completion")) or mode == "none":
             self._send(*self._forward("POST", body))
             return
         if mode == "http500":
@@ -94,6 +95,7 @@ class Handler(BaseHTTPRequestHandler):
             data = json.loads(reply)
             for choice in data.get("choices", []):
                 choice["logprobs"] = None
+            data.pop("completion_probabilities", None)  # llama-server's own endpoint
             self._send(status, json.dumps(data).encode())
         elif mode == "ignore_bias":
             request = json.loads(body)

@@ -96,6 +96,24 @@ def test_a_tail_draw_is_an_exact_draw_from_the_rest(lm):
     assert token == kept[0]
 
 
+def test_a_token_inside_a_utf8_character_is_drawn_with_its_exact_probability(lm):
+    """llama-server reports no distribution for a token that ends inside a UTF-8
+    character; such a token drawn from a tail still comes back, with the probability of
+    the full distribution, and the positions after it stay aligned."""
+    from adaptrack_lsp.completion.lm.server import _utf8_complete_length
+
+    lm.set_prompt(lm.encode("x" * 50), max_new_tokens=3)
+    splitting = [i for i in range(lm.vocab.num_defined) if (b := lm.vocab.token_bytes[i]) and _utf8_complete_length(b) < len(b)]
+    assert len(splitting) > 10
+    full = lm.next_logprobs([])
+    target = max(splitting, key=lambda i: full[i])
+    excluded = [i for i in range(lm.vocab.size) if i != target]
+    token, logprob = lm.draw_excluding([], excluded, greedy=True, seed=0)
+    assert token == target and abs(logprob - full[target]) < 1e-4
+    result = greedy(lm, "x" * 50, max_new_tokens=3)  # a prompt whose greedy path starts inside a character
+    assert result.samples and result.counters.server_calls <= 2
+
+
 # -- lookahead -------------------------------------------------------------------------------------------
 def test_one_request_fills_the_engines_own_path(lm):
     """Greedy decoding along the model's own path costs one server call for 16 tokens,

@@ -496,7 +496,8 @@ class PrefixTree:
         then known invalid); `check` decides its validity at once.  None when the tail
         turned out empty.  Q[node] is recomputed, not propagated."""
         greedy = self.greedy if greedy is None else greedy
-        if node.tail_draws >= TAIL_DRAWS_BEFORE_ENUMERATION and getattr(self.lm, "can_enumerate", False):
+        enumerable = getattr(self.lm, "can_enumerate", False)
+        if enumerable and (node.tail_draws >= TAIL_DRAWS_BEFORE_ENUMERATION or self.lm.knows_full(node.path())):
             new = self.expand_tail(node)
             if not new.size:
                 return None

@@ -199,5 +199,10 @@ class PartialLanguageModel(LanguageModel):
         log-probability under the UNRESTRICTED P.  None when no such token has positive
         probability."""
 
+    def knows_full(self, path: Sequence[int]) -> bool:
+        """Whether the full distribution after `path` is at hand without asking the
+        engine (then the tree enumerates a tail instead of drawing from it)."""
+        return False
+
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
         raise ModelError(f"{self.name} gives top-K distributions only")

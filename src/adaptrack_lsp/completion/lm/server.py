@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 
 #: largest reply read from the server (a full distribution of a 152k vocabulary is ~15 MB)
 MAX_RESPONSE_BYTES = 64 * 2**20
+#: node distributions kept for the current prompt (beyond this the cache starts again)
+MAX_CACHED_NODES = 50_000
+#: full distributions kept for the current prompt
+MAX_FULL_CACHED = 64
 #: texts whose tokenization is compared with the server's at connect
 PROBE_TEXTS = (
     "import numpy as np\nx = np.linalg.norm(a, ord=2)  # norm\n",
@@ -143,6 +147,40 @@ class Position:
     top_bytes: dict[int, bytes]
 
 
+#: llama-server's own completion endpoint: it returns every generated token id (its
+#: OpenAI endpoint drops the log-probabilities of a token that ends inside a UTF-8
+#: character, and with them the alignment of positions to tokens)
+NATIVE_COMPLETION = "/completion"
+
+
+def _utf8_complete_length(data: bytes) -> int:
+    """llama.cpp's `validate_utf8`: the length of `data` without a trailing UTF-8
+    character cut short (llama-server holds such a token back)."""
+    size = len(data)
+    for back in range(1, min(4, size) + 1):
+        byte = data[size - back]
+        if (byte & 0xE0) == 0xC0 and back < 2:
+            return size - back
+        if (byte & 0xF0) == 0xE0 and back < 3:
+            return size - back
+        if (byte & 0xF8) == 0xF0 and back < 4:
+            return size - back
+    return size
+
+
+def _all_incomplete(lm, tokens) -> bool:
+    """Whether every generated token left the text inside a character (then a reply
+    rightly has no log-probabilities); False for no tokens."""
+    if not tokens:
+        return False
+    text = b""
+    for token in tokens:
+        text += lm._piece(int(token))
+        if _utf8_complete_length(text) == len(text):
+            return False
+    return True
+
+
 class ServerLanguageModel(PartialLanguageModel):
     """A model served over HTTP, seen as top-K + tail distributions (see the module docstring)."""
 
@@ -175,6 +213,9 @@ class ServerLanguageModel(PartialLanguageModel):
         self._max_new_tokens = 0
         self._cache: dict[tuple[int, ...], TopK] = {}
         self._ineligible: list[int] | None = None
+        self._splitting: list[int] | None = None
+        #: full distributions asked for (the tree enumerates a tail through them), per path
+        self._full: dict[tuple[int, ...], np.ndarray] = {}
         #: per path, the tokens drawn out of its tail and their log-probabilities
         self._drawn: dict[tuple[int, ...], dict[int, float]] = {}
         self._client = None
@@ -276,8 +317,8 @@ class ServerLanguageModel(PartialLanguageModel):
                 return str(error)[:300]
         return ""
 
-    def _post_completion(self, body: dict, what: str) -> dict:
-        status, data = self._request("POST", "/v1/completions", body, what=what)
+    def _post_completion(self, body: dict, what: str, path: str = "/v1/completions") -> dict:
+        status, data = self._request("POST", path, body, what=what)
         if status in (401, 403):
             raise EngineUnavailable(self._auth_message(status))
         if status >= 400:
@@ -288,6 +329,14 @@ class ServerLanguageModel(PartialLanguageModel):
                 f"the server at {self.url} answered {what} with HTTP {status}{': ' + detail if detail else ''}"
                 + ("; check the server's log" if status >= 500 else "")
             )
+        if path == NATIVE_COMPLETION:
+            if not isinstance(data, dict) or not isinstance(data.get("tokens"), list):
+                self.connected = False
+                raise EngineUnavailable(f"the llama-server at {self.url} answered {what} without its generated tokens: check its version (llama.cpp b6000 or later)")
+            evaluated, cached = data.get("tokens_evaluated"), data.get("tokens_cached")
+            if isinstance(evaluated, int) and isinstance(cached, int):
+                self.tokens_fed += max(0, evaluated - cached)
+            return data
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
             self.connected = False
             raise EngineUnavailable(f"the server at {self.url} answered {what} without choices: it is not an OpenAI-compatible completions server")
@@ -343,6 +392,89 @@ class ServerLanguageModel(PartialLanguageModel):
                 "a server that takes `return_tokens_as_token_ids` (vLLM, SGLang) or llama-server is needed"
             ) from None
 
+    def _native_positions(self, data: dict) -> list[Position]:
+        """Every generated token of a llama-server `/completion` reply with its
+        distribution, aligned by replaying the server's rule: a token after which the
+        generated text ends inside a UTF-8 character gets no entry in
+        ``completion_probabilities`` (its position has ``top = None``)."""
+        entries = data.get("completion_probabilities")
+        if entries is None and _all_incomplete(self, data["tokens"]):
+            entries = []  # every token held back: the server rightly lists none
+        if not isinstance(entries, list) or (data["tokens"] and not entries and not _all_incomplete(self, data["tokens"])):
+            self.connected = False
+            raise EngineUnavailable(
+                f"the server at {self.url} returns no log-probabilities: use llama-server, vLLM, SGLang or Ollama 0.12.11 or later"
+            )
+        positions: list[Position] = []
+        text = b""
+        index = 0
+        try:
+            for raw_token in data["tokens"]:
+                token = int(raw_token)
+                text += self._piece(token)
+                if _utf8_complete_length(text) < len(text):
+                    positions.append(Position(token, math.nan, None, {}))
+                    continue
+                entry = entries[index]
+                index += 1
+                if int(entry["id"]) != token:
+                    raise ValueError(f"its log-probabilities are for token {entry['id']}, the token generated was {token}")
+                top = [(int(t["id"]), float(t["logprob"])) for t in entry.get("top_logprobs") or []]
+                top_bytes = {int(t["id"]): bytes(t["bytes"]) for t in entry.get("top_logprobs") or [] if isinstance(t.get("bytes"), list)}
+                positions.append(Position(token, float(entry["logprob"]), top, top_bytes))
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            self.connected = False
+            raise EngineUnavailable(
+                f"the llama-server at {self.url} gave log-probabilities that do not line up with its tokens ({error}): "
+                "check that `tokenizer` is the served model's"
+            ) from None
+        return positions
+
+    def _piece(self, token: int) -> bytes:
+        """The bytes llama.cpp adds to the generated text for `token` (special and
+        padding ids: none that could split a character)."""
+        if token < self.vocab.num_defined and token not in self.vocab.special_ids:
+            return self.vocab.token_bytes[token]
+        return b""
+
+    def _splits_characters(self) -> list[int]:
+        """Ids whose bytes end inside a UTF-8 character: llama-server reports no
+        distribution for such a token, so a continuation computed ahead avoids them."""
+        if self._splitting is None:
+            self._splitting = [
+                i for i in range(self.vocab.num_defined) if (piece := self._piece(i)) and _utf8_complete_length(piece) < len(piece)
+            ]
+        return self._splitting
+
+    def _generate(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int,
+        logprobs: int,
+        greedy: bool,
+        seed: int | None,
+        what: str,
+        temperature: float = 1.0,
+        banned: Sequence[int] = (),
+        whole_characters: bool = False,
+    ) -> list[Position]:
+        """One completion request: every generated position with the top `logprobs`
+        (raw) of its distribution.  `banned`: ids given -inf (llama-server) or -100;
+        `whole_characters`: also ban ids that end inside a UTF-8 character, so that
+        llama-server reports every position (a tail draw must not: it is exact)."""
+        body = self._body(prompt, max_tokens=max_tokens, logprobs=logprobs, greedy=greedy, seed=seed, temperature=temperature)
+        if self.dialect != "llamacpp":
+            if banned:
+                body["logit_bias"] = self._exclusion(banned)
+            return self._positions(self._post_completion(body, what))
+        avoid = sorted(set(banned) | set(self._splits_characters())) if whole_characters else list(banned)
+        native = {key: value for key, value in body.items() if key not in ("max_tokens", "logprobs", "model", "n", "echo")}
+        native.update({"n_predict": max_tokens, "n_probs": logprobs, "return_tokens": True})
+        if avoid:
+            native["logit_bias"] = self._exclusion(avoid)
+        return self._native_positions(self._post_completion(native, what, NATIVE_COMPLETION))
+
     @staticmethod
     def _token_id(text: str) -> int:
         if isinstance(text, str) and text.startswith("token_id:"):
@@ -371,7 +503,9 @@ class ServerLanguageModel(PartialLanguageModel):
         self.connected = False
         self._cache.clear()
         self._drawn.clear()
+        self._full.clear()
         self._ineligible = None
+        self._splitting = None
         status, data = self._request("GET", "/v1/models", what="the model list")
         if status in (401, 403):
             raise EngineUnavailable(self._auth_message(status))
@@ -497,7 +631,7 @@ class ServerLanguageModel(PartialLanguageModel):
         """Log-probabilities with ids, as many as asked, raw; exclusion works."""
         k = self.options.top_logprobs
         probe = self.encode(PROBE_PROMPT)
-        first = self._positions(self._post_completion(self._body(probe, max_tokens=2, logprobs=k, greedy=True, seed=0), "a log-probability probe"))
+        first = self._generate(probe, max_tokens=2, logprobs=k, greedy=True, seed=0, what="a log-probability probe", whole_characters=True)
         if not first or not first[0].top:
             raise EngineUnavailable(f"the server at {self.url} returns no top log-probabilities: use llama-server, vLLM or SGLang")
         top = first[0].top
@@ -512,8 +646,8 @@ class ServerLanguageModel(PartialLanguageModel):
             raise EngineUnavailable(f"the server at {self.url} returns log-probabilities that sum to {total:.4f} > 1: they are not a distribution")
         self._check_bytes(first)
         # raw: a sampled request at another temperature reports the same log-probabilities
-        other = self._positions(
-            self._post_completion(self._body(probe, max_tokens=1, logprobs=k, greedy=False, seed=1, temperature=0.5), "a log-probability probe")
+        other = self._generate(
+            probe, max_tokens=1, logprobs=k, greedy=False, seed=1, temperature=0.5, what="a log-probability probe", whole_characters=True
         )
         ours, theirs = dict(top), dict(other[0].top)
         shared = set(ours) & set(theirs)
@@ -526,9 +660,7 @@ class ServerLanguageModel(PartialLanguageModel):
         # log-probability tells whether the server reports it raw or renormalised
         best, best_logprob = top[0]
         second, second_logprob = top[1] if len(top) > 1 else (None, None)
-        body = self._body(probe, max_tokens=1, logprobs=k, greedy=True, seed=0)
-        body["logit_bias"] = self._exclusion([best])
-        banned = self._positions(self._post_completion(body, "a logit_bias probe"))
+        banned = self._generate(probe, max_tokens=1, logprobs=k, greedy=True, seed=0, banned=[best], what="a logit_bias probe", whole_characters=True)
         got = banned[0]
         if got.token == best:
             self.can_exclude = False
@@ -581,9 +713,10 @@ class ServerLanguageModel(PartialLanguageModel):
                 truncated = len(ids) - room
                 ids = ids[truncated:]
         prompt = tuple(ids)
-        if prompt != self._prompt:
+        if prompt != self._prompt or len(self._cache) > MAX_CACHED_NODES:
             self._cache.clear()
             self._drawn.clear()
+            self._full.clear()
         self._prompt = prompt
         self._max_new_tokens = max(1, int(max_new_tokens))
         return PromptInfo(length=len(ids), truncated=truncated)
@@ -601,7 +734,7 @@ class ServerLanguageModel(PartialLanguageModel):
         """Cache the top-K of every position along the reply's continuation."""
         node = path
         for position in positions:
-            if position.top and node not in self._cache:
+            if position.top is not None and position.top and node not in self._cache:
                 self._cache[node] = self._top(position)
             node = node + (position.token,)
             self.tokens_fed += 1
@@ -620,12 +753,21 @@ class ServerLanguageModel(PartialLanguageModel):
         first token must not be (excluded at every position; the distributions reported
         are raw, so the positions after the first still fill the cache)."""
         self.ensure_connected()
-        body = self._body(list(self._prompt) + list(path), max_tokens=self._ahead(path), logprobs=self.options.top_logprobs, greedy=greedy, seed=seed)
-        if excluded is not None:
-            body["logit_bias"] = self._exclusion(excluded)
-        elif self.can_exclude and self._never_generated():
-            body["logit_bias"] = self._exclusion(self._never_generated())
-        positions = self._positions(self._post_completion(body, what))
+        drawing = excluded is not None
+        if drawing:
+            banned = list(excluded)
+        else:
+            banned = self._never_generated() if self.can_exclude else []
+        positions = self._generate(
+            list(self._prompt) + list(path),
+            max_tokens=self._ahead(path),
+            logprobs=self.options.top_logprobs,
+            greedy=greedy,
+            seed=seed,
+            banned=banned,
+            whole_characters=not drawing and self.can_exclude,
+            what=what,
+        )
         self._fill(path, positions)
         return positions
 
@@ -652,6 +794,8 @@ class ServerLanguageModel(PartialLanguageModel):
             drawn = positions[0]
             if drawn.token not in banned:
                 logprob = drawn.logprob
+                if drawn.top is None:  # a token inside a UTF-8 character: no entry; look it up
+                    logprob = float(self.next_logprobs(key)[drawn.token]) if drawn.token < self.vocab.size else -math.inf
                 if not self._bias_is_raw:  # renormalised over the allowed ids: back to the raw P
                     listed = self.next_top(key)
                     known = dict(zip(listed.ids.tolist(), listed.logprobs.tolist()))
@@ -664,18 +808,38 @@ class ServerLanguageModel(PartialLanguageModel):
                 return None  # every allowed token is below exp(-100) of an excluded one: an empty tail
         return None
 
+    def knows_full(self, path: Sequence[int]) -> bool:
+        return tuple(int(t) for t in path) in self._full
+
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
         """The full distribution (llama-server: n_probs = the vocabulary), one request."""
         if not self.can_enumerate or self.server_vocab_size is None:
             raise ModelError(f"the server at {self.url} gives top-K distributions only")
         key = tuple(int(t) for t in path)
-        body = self._body(list(self._prompt) + list(key), max_tokens=1, logprobs=self.server_vocab_size, greedy=True, seed=0)
-        positions = self._positions(self._post_completion(body, "a full distribution"))
+        cached = self._full.get(key)
+        if cached is not None:
+            return cached
+        self.ensure_connected()
+        positions = self._generate(
+            list(self._prompt) + list(key),
+            max_tokens=1,
+            logprobs=self.server_vocab_size,
+            greedy=True,
+            seed=0,
+            banned=self._never_generated(),
+            whole_characters=True,
+            what="a full distribution",
+        )
+        if not positions or positions[0].top is None:
+            raise EngineUnavailable(f"the server at {self.url} returned no distribution for a full-distribution request")
         values = np.full(max(self.vocab.size, self.server_vocab_size), -np.inf)
         for token, value in positions[0].top:
             values[token] = value
         self.tokens_fed += 1
-        return values[: self.vocab.size]
+        values = values[: self.vocab.size]
+        if len(self._full) < MAX_FULL_CACHED:
+            self._full[key] = values
+        return values
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
