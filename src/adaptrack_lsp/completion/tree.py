@@ -78,7 +78,7 @@ DRAW_BLOCK = 1024
 TOP_P_CHUNK = 16
 #: tail draws at one partial node before its tail is enumerated through the LM's full
 #: distribution (where the engine gives one)
-TAIL_DRAWS_BEFORE_ENUMERATION = 32
+TAIL_DRAWS_BEFORE_ENUMERATION = 12
 #: tail draws at one partial node when the engine cannot enumerate: past this the
 #: decode stops with a message (one position needing hundreds of server calls)
 MAX_TAIL_DRAWS = 256
@@ -233,6 +233,9 @@ class PrefixTree:
         self.truncated = self.partial and (
             not getattr(lm, "can_exclude", True) or (not self.greedy and self.temperature != 1.0)
         )
+        #: when a list, every change `propagate` makes is appended to it (AdapTrack runs
+        #: its rejection step on changes made inside a draw over a top-K tail too)
+        self.change_log: list[QChange] | None = None
         #: seeds of the paths an engine computes ahead (`PartialLanguageModel.next_top`)
         self._lookahead_seeds = np.random.default_rng(request.seed)
         if hasattr(lm, "deadline"):
@@ -494,8 +497,15 @@ class PrefixTree:
         (its argmax when `greedy`), from the LM with every candidate excluded.  The token
         becomes a candidate with its exact probability (0 for an ineligible id, which is
         then known invalid); `check` decides its validity at once.  None when the tail
-        turned out empty.  Q[node] is recomputed, not propagated."""
+        turned out empty.  A change of Q[node] is propagated."""
         greedy = self.greedy if greedy is None else greedy
+        q_before = node.q
+        index = self._take_from_tail(node, rng, check, greedy)
+        if node.q != q_before:  # invalid tokens found: ancestors must see it before their next draw
+            self.propagate(node)
+        return index
+
+    def _take_from_tail(self, node: Node, rng: np.random.Generator | None, check: bool, greedy: bool) -> int | None:
         enumerable = getattr(self.lm, "can_enumerate", False)
         if enumerable and (node.tail_draws >= TAIL_DRAWS_BEFORE_ENUMERATION or self.lm.knows_full(node.path())):
             new = self.expand_tail(node)
@@ -503,7 +513,8 @@ class PrefixTree:
                 return None
             if check:
                 self._check_candidates(node, new[node.validity[new] == UNCHECKED])
-            weights = node.probs[new] * (node.child_q[new] if check else 1.0)
+            # every tail token had the same Q when the tail was drawn: P alone decides
+            weights = node.probs[new]
             if greedy:
                 local = int(np.argmax(weights)) if weights.size and weights.max() > 0.0 else None
             else:
@@ -578,7 +589,7 @@ class PrefixTree:
         out of it); with `check` a drawn tail token is checked at once and an invalid one
         redrawn, so the draw is exactly masked.  `exclude`: a candidate index given
         weight 0 (AdapTrack's redraw without the rejected token).  Q[node] may drop
-        (invalid tail tokens found); the caller propagates."""
+        (invalid tail tokens found); that is propagated at once (see `change_log`)."""
         while True:
             weights = self.weights(node, weighting)
             if exclude is not None:
@@ -623,6 +634,7 @@ class PrefixTree:
             raise ModelError(f"{getattr(self.lm, 'name', 'the engine')} gives top-K distributions only: a tail cannot be enumerated")
         logprobs = self._ask_lm(node)
         self.counters.tail_evaluations += 1
+        was_checked = node.partial and node.valid and (node.checked or node.pending)
         node.partial = False
         eligible = np.where(self._special_or_padding, -np.inf, self._scaled(logprobs))
         outside = np.ones(self.vocab.size, dtype=bool)
@@ -639,11 +651,22 @@ class PrefixTree:
         node.validity = np.concatenate([node.validity, np.full(new_ids.size, verdict, dtype=np.int8)])
         node.child_q = np.concatenate([node.child_q, np.full(new_ids.size, node.tail_q)])
         node.tail_mass, node.tail_q = 0.0, 0.0
-        if verdict == UNCHECKED:
+        added = np.arange(first, node.candidates.size)
+        if was_checked and verdict == UNCHECKED:
+            # a checked top-K node keeps every verdict known: the enumerated tail is
+            # checked at once (applied, or held back with the node's deferred verdicts)
+            start = time.perf_counter()
+            allowed = np.asarray(self.constraint.mask(node.state), dtype=bool)[new_ids]
+            self.counters.constraint_seconds += time.perf_counter() - start
+            self.counters.constraint_checks += int(new_ids.size)
+            node.validity[added] = np.where(allowed, VALID, INVALID)
+            if not node.pending:
+                node.child_q[added[~allowed]] = 0.0
+        elif verdict == UNCHECKED:
             node.checked = False
         self._recompute_q(node)
-        self.propagate(node)  # only rounding: the tail's mass moved into candidates
-        return np.arange(first, node.candidates.size)
+        self.propagate(node)  # the tail's mass moved into candidates (and its invalid tokens are known)
+        return added
 
     def _compact(self, node: Node) -> None:
         """Drop invalid candidates of a fully checked node that has no children yet."""
@@ -820,6 +843,8 @@ class PrefixTree:
             self._recompute_q(parent)
             changes.append(QChange(parent, index, old_child, new_child, q_old, parent.q))
             child = parent
+        if self.change_log is not None:
+            self.change_log.extend(changes)
         return changes
 
     # -- sampling helpers -------------------------------------------------------------

@@ -93,18 +93,22 @@ def backtrack_sample(
             child = tree.child(node, next_index[node])
             if child is None:  # cannot happen: N only holds valid candidates
                 raise RuntimeError("AdapTrack followed an invalid token")
+            if child.q <= 0.0:  # its subtree turned out dead since N was drawn: draw N here again
+                del next_index[node]
+                break
             node = child
         if node.leaf:
             return node
-        # evaluate s, draw N[s], update Q along the path
+        # evaluate s, draw N[s], update Q along the path; every change of Q made on the
+        # way (a draw over a top-K tail may find invalid tokens) gets its rejection step
+        changes = tree.change_log = []
         tree.check_top_p(node, top_p_validity)
         if node.q > 0.0:
-            index = _choose(tree, node, rng)  # may learn invalid tail tokens: before propagating
+            index = _choose(tree, node, rng)
             if index is not None:
                 next_index[node] = index
-        changes = tree.propagate(node)
-        # rejection step at each ancestor, nearest first; a redraw over a top-K node's
-        # tail may find invalid tokens, and the Q it changes above is processed too
+        tree.propagate(node)
+        # rejection step at each ancestor, nearest first
         position = 0
         while position < len(changes):
             change = changes[position]
@@ -121,7 +125,6 @@ def backtrack_sample(
                 continue  # outside the backtracking window: keep N[x]
             if tree.greedy:
                 best = _choose(tree, ancestor, rng)
-                changes.extend(tree.propagate(ancestor))
                 if best is not None and best != change.index:
                     counters.backtracks += 1
                     next_index[ancestor] = best
@@ -130,7 +133,6 @@ def backtrack_sample(
                 continue
             counters.backtracks += 1
             replacement = _choose(tree, ancestor, rng, exclude=change.index)
-            changes.extend(tree.propagate(ancestor))
             if replacement is None:
                 del next_index[ancestor]
             else:

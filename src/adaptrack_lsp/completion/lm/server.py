@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 #: largest reply read from the server (a full distribution of a 152k vocabulary is ~15 MB)
 MAX_RESPONSE_BYTES = 64 * 2**20
+#: tokens a tail draw computes ahead (a drawn token is often invalid: its path is rarely followed)
+DRAW_LOOKAHEAD = 4
 #: node distributions kept for the current prompt (beyond this the cache starts again)
 MAX_CACHED_NODES = 50_000
 #: full distributions kept for the current prompt
@@ -748,7 +750,9 @@ class ServerLanguageModel(PartialLanguageModel):
             self._ineligible = sorted(i for i in ids if i not in self.vocab.eos_ids and i < top)
         return self._ineligible
 
-    def _complete(self, path: tuple[int, ...], *, greedy: bool, seed: int | None, excluded: Sequence[int] | None = None, what: str) -> list[Position]:
+    def _complete(
+        self, path: tuple[int, ...], *, greedy: bool, seed: int | None, excluded: Sequence[int] | None = None, what: str, ahead: int | None = None
+    ) -> list[Position]:
         """One request continuing prompt + `path`; `excluded` (a tail draw): the ids the
         first token must not be (excluded at every position; the distributions reported
         are raw, so the positions after the first still fill the cache)."""
@@ -760,7 +764,7 @@ class ServerLanguageModel(PartialLanguageModel):
             banned = self._never_generated() if self.can_exclude else []
         positions = self._generate(
             list(self._prompt) + list(path),
-            max_tokens=self._ahead(path),
+            max_tokens=min(self._ahead(path), ahead or self.options.lookahead),
             logprobs=self.options.top_logprobs,
             greedy=greedy,
             seed=seed,
@@ -788,7 +792,7 @@ class ServerLanguageModel(PartialLanguageModel):
         banned = {int(t) for t in excluded}
         drawn_here = self._drawn.setdefault(key, {})
         for attempt in range(LEAK_RETRIES):
-            positions = self._complete(key, greedy=greedy, seed=seed + attempt, excluded=sorted(banned), what="a tail draw")
+            positions = self._complete(key, greedy=greedy, seed=seed + attempt, excluded=sorted(banned), what="a tail draw", ahead=DRAW_LOOKAHEAD)
             if not positions:
                 return None
             drawn = positions[0]
