@@ -14,7 +14,10 @@ process, started by `llama_server_support.FaultProxy`).
 - ``ignore_bias``: the request forwarded without its ``logit_bias``;
 - ``huge``: HTTP 200 with a body of `bytes` bytes (JSON padded with spaces);
 - ``not_openai``: every path (``/v1/models`` too) answered 404 with an HTML page, as a
-  web server that is not an inference server would.
+  web server that is not an inference server would;
+- ``redirect``: every path answered 307 to another port.
+
+`--tls CERT KEY` serves HTTPS with that certificate.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = {"mode": "none", "seconds": 5.0, "bytes": 65 * 2**20}
+#: straight to the upstream: no proxy from the environment
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -53,7 +58,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get(name):
                 request.add_header(name, self.headers[name])
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with DIRECT.open(request, timeout=120) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()
@@ -65,7 +70,16 @@ class Handler(BaseHTTPRequestHandler):
         if STATE["mode"] == "not_openai":
             self._send(404, b"<html><body>Not Found</body></html>", "text/html")
             return
+        if STATE["mode"] == "redirect":
+            self._redirect()
+            return
         self._send(*self._forward("GET", None))
+
+    def _redirect(self) -> None:
+        self.send_response(307)
+        self.send_header("Location", "http://127.0.0.1:9" + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self):  # noqa: N802
         body = self._body()
@@ -76,6 +90,9 @@ class Handler(BaseHTTPRequestHandler):
         mode = STATE["mode"]
         if mode == "not_openai":
             self._send(404, b"<html><body>Not Found</body></html>", "text/html")
+            return
+        if mode == "redirect":
+            self._redirect()
             return
         if not self.path.startswith(("/v1/completions", "/completion")) or mode == "none":
             self._send(*self._forward("POST", body))
@@ -126,10 +143,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
     args = parser.parse_args()
     Handler.upstream = args.upstream.rstrip("/")
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    if args.tls:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*args.tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.serve_forever()
 
 

@@ -61,14 +61,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_http(url: str, process: subprocess.Popen, limit: float, log: Path | None = None) -> None:
+def _open(url_or_request, timeout: float, context=None):
+    """urlopen straight to 127.0.0.1 (no proxy from the environment)."""
+    handlers = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers).open(url_or_request, timeout=timeout)
+
+
+def _wait_http(url: str, process: subprocess.Popen, limit: float, log: Path | None = None, context=None) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if process.poll() is not None:
             detail = log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else ""
             raise RuntimeError(f"{url}: the process exited with {process.returncode}\n{detail}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
+            with _open(url, 2, context) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError):
@@ -124,25 +132,35 @@ class LlamaServer:
 class FaultProxy:
     """`fault_proxy.py` in front of `upstream`, on its own port."""
 
-    def __init__(self, upstream: str, port: int | None = None):
+    def __init__(self, upstream: str, port: int | None = None, tls: tuple[Path, Path] | None = None):
         self.upstream = upstream
         self.port = port or free_port()
+        self.tls = tls
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def _context(self):
+        if not self.tls:
+            return None
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.tls[0]))
 
     def start(self) -> FaultProxy:
         command = [sys.executable, str(HERE / "fault_proxy.py"), "--port", str(self.port), "--upstream", self.upstream]
+        if self.tls:
+            command += ["--tls", str(self.tls[0]), str(self.tls[1])]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _wait_http(f"{self.url}/__fault", self.process, 60)
+        _wait_http(f"{self.url}/__fault", self.process, 60, context=self._context())
         return self
 
     def fault(self, mode: str, **parameters) -> None:
         body = json.dumps({"mode": mode, **parameters}).encode()
         request = urllib.request.Request(f"{self.url}/__fault", data=body, method="POST", headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with _open(request, 10, self._context()) as response:
             assert response.status == 200
 
     def kill(self) -> None:
@@ -164,9 +182,20 @@ def llama_server(tmp_path_factory):
     server.stop()
 
 
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by itself (openssl), and its key."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
 @contextlib.contextmanager
-def fault_proxy(upstream: str):
-    proxy = FaultProxy(upstream).start()
+def fault_proxy(upstream: str, tls: tuple[Path, Path] | None = None):
+    proxy = FaultProxy(upstream, tls=tls).start()
     try:
         yield proxy
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llama_server_support import LlamaServer, fault_proxy, free_port, llama_server, tiny_gguf  # noqa: F401
+from llama_server_support import LlamaServer, fault_proxy, free_port, llama_server, self_signed_certificate, tiny_gguf  # noqa: F401
 
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
 from adaptrack_lsp.completion.lm.base import EngineUnavailable
@@ -296,6 +296,7 @@ def test_a_slow_server_never_holds_a_request_past_its_budget(llama_server):  # n
         ("malformed", r"not JSON \(truncated or malformed"),
         ("truncated", r"not JSON \(truncated or malformed"),
         ("huge", r"larger than 64 MiB"),
+        ("redirect", r"redirects to http://127.0.0.1:9/.*set `endpoint` to the server's own URL"),
     ],
 )
 def test_a_bad_reply_is_a_message_naming_it_then_recovery(llama_server, fault, message):  # noqa: F811
@@ -323,6 +324,25 @@ def test_an_endpoint_without_what_exactness_needs_is_refused_at_connect(llama_se
         assert not lm.connected and message in lm.connect_error
         proxy.fault("none")
         assert greedy(lm, PROMPTS[0], max_new_tokens=4).samples and lm.connected
+
+
+def test_only_the_configured_host_is_contacted_and_tls_is_verified(llama_server, tmp_path, monkeypatch):  # noqa: F811
+    """Proxies from the environment are not used; an https endpoint whose certificate no
+    trusted authority signed is refused with a message naming SSL_CERT_FILE, and is used
+    once that names its authority."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    assert connect(llama_server.url).connected
+    cert, key = self_signed_certificate(tmp_path)
+    with fault_proxy(llama_server.url, tls=(cert, key)) as proxy:
+        assert proxy.url.startswith("https://")
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        refused = connect(proxy.url)
+        assert not refused.connected and "TLS certificate" in refused.connect_error and "SSL_CERT_FILE" in refused.connect_error
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        trusted = connect(proxy.url)
+        assert trusted.connected, trusted.connect_error
+        assert greedy(trusted, PROMPTS[0], max_new_tokens=4).samples
 
 
 def test_an_endpoint_that_ignores_logit_bias_is_the_top_k_truncation_with_a_warning(llama_server):  # noqa: F811

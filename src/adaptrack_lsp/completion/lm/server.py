@@ -290,6 +290,11 @@ class ServerLanguageModel(PartialLanguageModel):
         except httpx.HTTPError as error:
             self.connected = False
             reason = str(error) or type(error).__name__
+            if "CERTIFICATE_VERIFY_FAILED" in reason or "SSL" in reason:
+                raise EngineUnavailable(
+                    f"the TLS certificate of {self.url} is not trusted ({reason}): add its certificate authority to the "
+                    "system's, or name it in SSL_CERT_FILE for the language server (certificates are always verified)"
+                ) from None
             raise EngineUnavailable(
                 f"cannot reach the inference server at {self.url} ({reason}): start it, or set `endpoint` to where it runs"
             ) from None
