@@ -974,6 +974,8 @@ class PrefixTree:
         decoder reports; `prompt_info` defaults to this tree's (a decode that built
         several trees passes the first one's)."""
         info = prompt_info if prompt_info is not None else self.prompt_info
+        if getattr(self.lm, "deadline", None) is not None:
+            self.lm.deadline = None  # the decode is over: its budget no longer bounds the LM
         status, message = decide_status(
             samples, failures, self.root.q, timed_out=timed_out, stopped=stopped, gave_up=gave_up, exhausted=exhausted
         )

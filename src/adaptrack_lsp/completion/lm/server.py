@@ -706,8 +706,18 @@ class ServerLanguageModel(PartialLanguageModel):
                     )
 
     def ensure_connected(self) -> None:
-        if not self.connected:
+        """Connect (and check) unless connected; a reconnect that runs out of the
+        request's budget is the server's fault, not a partial answer."""
+        if self.connected:
+            return
+        try:
             self.connect()
+        except BudgetExceeded:
+            self.connect_error = (
+                f"the server at {self.url} did not answer the connection checks within the request's time budget: "
+                "check that it is running and not overloaded"
+            )
+            raise EngineUnavailable(self.connect_error) from None
 
     # -- LanguageModel ------------------------------------------------------------------
     def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None) -> PromptInfo:
