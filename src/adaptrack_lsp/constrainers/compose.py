@@ -17,9 +17,8 @@ the boundary.  Combine it with the API monitor: ``AllOf(ForcedPrefix("lin"), mon
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
