@@ -116,9 +116,11 @@ def run(args) -> int:
         return fail(str(error))
 
     counts: dict[str, int] = {}
+    sequence_of: dict[str, tuple[int, ...]] = {}  # tokens may hold spaces: keys are not parsed back
     for sample in result.samples:
         key = task.format(sample.token_ids)
         counts[key] = counts.get(key, 0) + 1
+        sequence_of[key] = tuple(sample.token_ids)
     counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
     incomplete = sum(1 for s in result.samples if not s.complete)
     invalid = sum(1 for s in result.samples if not s.valid)
@@ -152,8 +154,9 @@ def run(args) -> int:
     returned = len(result.samples)
     rows = []
     keys = list(counts) + [task.format(s) for s in sorted(exact, key=lambda s: -exact[s]) if task.format(s) not in counts]
+    sequence_of.update({task.format(s): s for s in exact})
     for key in keys:
-        sequence = task.parse(key)
+        sequence = sequence_of[key]
         gcd_share = gcd.probabilities.get(sequence, 0.0) / gcd_total if gcd and gcd_total > 0 and key not in flagged else None
         rows.append(
             (
@@ -181,7 +184,7 @@ def run(args) -> int:
         print(f"{key.ljust(width)}  {count:>7}  {percent(share):>8}  {percent(exact_share):>8}  {percent(gcd_share):>8}")
     print(f"status: {result.status}" + (f" ({result.message})" if result.message else ""))
     print(f"failures: {result.failures}  invalid: {invalid}  incomplete: {incomplete}")
-    complete_valid = {task.parse(k): n for k, n in counts.items()}
+    complete_valid = {sequence_of[k]: n for k, n in counts.items()}
     if exact and returned and not invalid and not incomplete:
         try:
             test = chi_square(complete_valid, exact)

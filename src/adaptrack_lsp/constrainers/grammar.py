@@ -232,13 +232,13 @@ def _grammar_error(spec: GrammarSpec, message: str) -> GrammarError:
         text = _LOCATION.sub("", first)
         where = f"line {line}, column {column}: " if line is not None and "line" not in text else ""
         return GrammarError(f"{spec.label}: {where}not a usable JSON schema: {text}", line, column)
+    detail = " ".join(part.strip() for part in rest.splitlines() if part.strip().startswith("error:"))
     if spec.kind == "regex":
-        detail = " ".join(part.strip() for part in rest.splitlines() if part.strip().startswith("error:"))
         return GrammarError(f"{spec.label}: not a valid regular expression: {_LOCATION.sub('', first)} {detail}".rstrip())
     if found is None:
-        return GrammarError(f"{spec.label}: {first}")
+        return GrammarError(f"{spec.label}: {first} {detail}".rstrip())
     line, column = int(found.group(1)), int(found.group(2))
-    return GrammarError(f"{spec.label}:{line}:{column}: {first[found.end():]}", line, column)
+    return GrammarError(f"{spec.label}:{line}:{column}: {first[found.end():]} {detail}".rstrip(), line, column)
 
 
 def _compile_with_timeout(tokenizer, text: str, limits: GrammarLimits, label: str):
