@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -241,30 +242,46 @@ def _grammar_error(spec: GrammarSpec, message: str) -> GrammarError:
     return GrammarError(f"{spec.label}:{line}:{column}: {first[found.end():]} {detail}".rstrip(), line, column)
 
 
+def _in_thread(function, timeout_s: float, name: str) -> tuple[bool, Any]:
+    """(finished, result) of `function()` run on a daemon thread waited for at most
+    `timeout_s`; an exception it raised is re-raised here."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = function()
+        except BaseException as error:  # reported to the waiting thread
+            box["error"] = error
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        return False, None
+    if "error" in box:
+        raise box["error"]
+    return True, box["result"]
+
+
 def _compile_with_timeout(tokenizer, text: str, limits: GrammarLimits, label: str):
     """`llguidance.LLMatcher(tokenizer, text)` on a helper thread, waited for at most
     `limits.compile_timeout_s` (llguidance releases the GIL while compiling)."""
     import llguidance
 
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["matcher"] = llguidance.LLMatcher(tokenizer, text, log_level=0, limits=limits.llguidance())
-        except BaseException as error:  # reported to the waiting thread
-            box["error"] = error
-
-    thread = threading.Thread(target=work, name="adaptrack-grammar-compile", daemon=True)
-    thread.start()
-    thread.join(limits.compile_timeout_s)
-    if thread.is_alive():
+    try:
+        finished, matcher = _in_thread(
+            lambda: llguidance.LLMatcher(tokenizer, text, log_level=0, limits=limits.llguidance()),
+            limits.compile_timeout_s,
+            "adaptrack-grammar-compile",
+        )
+    except Exception as error:
+        raise GrammarError(f"{label}: {error}") from None
+    if not finished:
         raise GrammarError(
             f"{label}: the grammar did not compile within {limits.compile_timeout_s:g} s; "
             "make it smaller (fewer alternatives, simpler regular expressions)"
         )
-    if "error" in box:
-        raise GrammarError(f"{label}: {box['error']}")
-    return box["matcher"]
+    return matcher
 
 
 @dataclass
@@ -297,15 +314,24 @@ def analyse_lark(text: str) -> GrammarAnalysis:
     except Exception as error:  # llguidance syntax lark does not know, e.g. %json or lazy lexemes
         log.debug("grammar not analysed by lark: %s", str(error).splitlines()[0] if str(error) else error)
         return GrammarAnalysis(analysed=False)
+    # worklist fixed point: a rule is productive once every nonterminal it uses is
+    missing = [sum(1 for symbol in rule.expansion if not symbol.is_term) for rule in rules]
+    used_in: dict[str, list[int]] = {}
+    for position, rule in enumerate(rules):
+        for symbol in rule.expansion:
+            if not symbol.is_term:
+                used_in.setdefault(symbol.name, []).append(position)
     productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for rule in rules:
-            name = rule.origin.name
-            if name not in productive and all(symbol.is_term or symbol.name in productive for symbol in rule.expansion):
-                productive.add(name)
-                changed = True
+    ready = [position for position, count in enumerate(missing) if count == 0]
+    while ready:
+        name = rules[ready.pop()].origin.name
+        if name in productive:
+            continue
+        productive.add(name)
+        for position in used_in.get(name, ()):
+            missing[position] -= sum(1 for symbol in rules[position].expansion if not symbol.is_term and symbol.name == name)
+            if missing[position] == 0:
+                ready.append(position)
     names = dict.fromkeys(str(rule.origin.name) for rule in rules)
     if "start" not in productive:
         return GrammarAnalysis(nonempty=False, unproductive=[n for n in names if n not in productive])
@@ -379,6 +405,7 @@ def _compile(spec: GrammarSpec, vocab: Vocabulary, limits: GrammarLimits) -> Com
             raise GrammarError(
                 f"{spec.label}:{error.lineno}:{error.colno}: not valid JSON ({error.msg})", error.lineno, error.colno
             ) from None
+    deadline = time.monotonic() + limits.compile_timeout_s
     tokenizer = llguidance_tokenizer(vocab)
     template = _compile_with_timeout(tokenizer, llguidance_grammar(spec), limits, spec.label)
     if template.is_error():
@@ -386,7 +413,13 @@ def _compile(spec: GrammarSpec, vocab: Vocabulary, limits: GrammarLimits) -> Com
     warnings = list(template.get_grammar_warnings())
     empty = False
     if spec.kind == "lark":
-        analysis = analyse_lark(spec.text)
+        # lark reads large grammars slowly (seconds at 200k characters): within what is
+        # left of the compile budget, else the check is skipped (dead branches then cost
+        # samples time, never exactness)
+        finished, analysis = _in_thread(lambda: analyse_lark(spec.text), max(1.0, deadline - time.monotonic()), "adaptrack-grammar-check")
+        if not finished:
+            log.info("%s: the emptiness check did not finish within the compile budget; skipped", spec.label)
+            analysis = GrammarAnalysis(analysed=False)
         if not analysis.nonempty:
             empty = True
         elif analysis.unproductive:
