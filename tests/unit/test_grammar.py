@@ -349,6 +349,15 @@ def test_a_pathological_grammar_stops_with_a_limit_error_not_a_hang():
         worst = max(worst, time.perf_counter() - started)
         state = loose.advance(state, 0)
     assert worst < 1.0
+    # a decode meeting the limit stops with the error (never an answer from a cut-short mask)
+    task_lm = binary_task(5)
+    pathological = compile_grammar(lark('start: x\nx: x x | x x x | "1" | "0"'), task_lm.vocab, GrammarLimits(step_max_items=50))
+    started = time.perf_counter()
+    with pytest.raises(GrammarLimitError):
+        get_decoder("constrained").decode(
+            task_lm.language_model(), pathological.constraint(), DecodeRequest(prompt_ids=[], num_samples=5, seed=1, max_new_tokens=40)
+        )
+    assert time.perf_counter() - started < 5.0
 
 
 # -- the command line -------------------------------------------------------------------------------------
@@ -443,3 +452,16 @@ def test_the_grammar_experiments_benchmark_smoke_run():
             assert float(last[f"lm_calls_per_10_valid_{task}_{sampler}"]) > 0
         assert float(last[f"gcd_kl_{task}"]) > 0.1  # GCD is visibly distorted on both
     assert "| Method | binary | brackets | slia | average |" in done.stdout
+
+
+def test_llguidance_is_imported_only_when_a_grammar_is_compiled():
+    code = (
+        "import sys\n"
+        "import adaptrack_lsp.cli, adaptrack_lsp.commands.sample, adaptrack_lsp.commands.eval\n"
+        "import adaptrack_lsp.constrainers.environment, adaptrack_lsp.constrainers.grammar, adaptrack_lsp.constrainers.compose\n"
+        "import adaptrack_lsp.evaluation.grammar_tasks, adaptrack_lsp.evaluation.dsl\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('llguidance', 'lark')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
