@@ -316,6 +316,16 @@ def test_rules_that_never_finish_are_refused_by_name():
         grammar_constraint(vocab, lark('start: "1" | "0" loop\nloop: "1" loop'))
 
 
+def test_the_emptiness_check_on_recursive_and_repeated_rules():
+    from adaptrack_lsp.constrainers.grammar import analyse_lark
+
+    assert analyse_lark('start: a a a\na: "x" | "y" a').unproductive == []
+    assert analyse_lark('start: a a\na: b b | "z"\nb: a a').unproductive == []
+    empty = analyse_lark('start: a b\na: "x" | a a\nb: b "y"')
+    assert not empty.nonempty and set(empty.unproductive) == {"start", "b"}
+    assert not analyse_lark('start: %json {"type": "integer"}').analysed  # llguidance syntax: not read
+
+
 def test_oversized_and_slow_grammars_are_refused():
     vocab = binary_task(5).vocab
     with pytest.raises(GrammarError, match="limit is"):

@@ -286,7 +286,7 @@ def _compile_with_timeout(tokenizer, text: str, limits: GrammarLimits, label: st
 
 @dataclass
 class GrammarAnalysis:
-    """What the static check of a Lark grammar found (None fields: not analysed)."""
+    """What the static check of a Lark grammar found."""
 
     #: the start rule derives at least one finite text
     nonempty: bool = True
@@ -316,11 +316,11 @@ def analyse_lark(text: str) -> GrammarAnalysis:
         return GrammarAnalysis(analysed=False)
     # worklist fixed point: a rule is productive once every nonterminal it uses is
     missing = [sum(1 for symbol in rule.expansion if not symbol.is_term) for rule in rules]
-    used_in: dict[str, list[int]] = {}
+    used_in: dict[str, dict[int, None]] = {}  # nonterminal -> the rules using it (each once)
     for position, rule in enumerate(rules):
         for symbol in rule.expansion:
             if not symbol.is_term:
-                used_in.setdefault(symbol.name, []).append(position)
+                used_in.setdefault(symbol.name, {})[position] = None
     productive: set[str] = set()
     ready = [position for position, count in enumerate(missing) if count == 0]
     while ready:
