@@ -475,3 +475,11 @@ def test_llguidance_is_imported_only_when_a_grammar_is_compiled():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_eval_dsl_with_a_broken_grammar_exits_2_naming_the_place(tmp_path):
+    broken = tmp_path / "broken.lark"
+    broken.write_text('start: "a"\nstart: "b"\n', encoding="utf-8")
+    done = run_cli("eval", "dsl", "--grammar", str(broken), "--out", str(tmp_path / "out"), "--no-progress")
+    assert done.returncode == 2
+    assert f"{broken}:2:8: duplicate rule" in done.stderr, done.stderr
