@@ -1,7 +1,10 @@
 """`adaptrack-lsp sample`: draw samples from a task file with any decoder.
 
 A task file is an exact tabular LM plus a finite set of valid sequences (format in
-`adaptrack_lsp.evaluation.tasks`).  With `--json` the command prints
+`adaptrack_lsp.evaluation.tasks`).  With ``--grammar G.lark`` (or a .regex, or a .json
+schema) the grammar is the whole constraint (the task's `valid` list may be absent) and
+the exact P(s | c) comes from enumeration under the grammar up to ``--max-new-tokens``
+tokens (default 16).  With `--json` the command prints
 ``{"counts": {"0 0 0 0 0 $": 123, ...}, "counters": {...}, "failures": n, ...}``
 (tokens joined by single spaces, counters summed over all samples); otherwise a table of
 empirical frequencies next to the exact P(s | c) and what greedy constrained decoding
@@ -35,7 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="decoder option, repeatable; VALUE is read as JSON when it parses (e.g. max_backtrack_distance=2, share_estimates=false)",
     )
     parser.add_argument(
-        "--max-new-tokens", type=int, default=None, help="token limit per sample (default: the longest valid sequence's length)"
+        "--grammar",
+        default=None,
+        metavar="G.lark",
+        help="constrain with this grammar instead of the task's valid list (.lark, .regex, or a .json schema)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="token limit per sample (default: the longest valid sequence's length; with --grammar: 16, "
+        "also the length cap of the enumerated P(s|c))",
     )
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="wall-clock budget for the whole run")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -58,6 +71,7 @@ def parse_options(items: list[str]) -> dict:
 
 def run(args) -> int:
     from adaptrack_lsp.completion.decoders import DecodeRequest, OptionError, decoder_names, get_decoder
+    from adaptrack_lsp.constrainers.grammar import GrammarError, GrammarLimitError, GrammarSpec
     from adaptrack_lsp.evaluation.tasks import TaskError, chi_square, load_task
 
     def fail(message: str) -> int:
@@ -72,13 +86,21 @@ def run(args) -> int:
         decoder = get_decoder(args.decoder, **parse_options(args.option))
     except (OptionError, ValueError) as error:
         return fail(str(error))
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        return fail(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     try:
-        task = load_task(args.task)
-    except TaskError as error:
+        grammar = GrammarSpec.from_file(args.grammar) if args.grammar else None
+    except GrammarError as error:
+        return fail(str(error))
+    try:
+        task = load_task(args.task, require_valid=grammar is None)
+        if grammar is not None:
+            from adaptrack_lsp.evaluation.grammar_tasks import DEFAULT_GRAMMAR_CAP, bind_grammar
+
+            task = bind_grammar(task, grammar, args.max_new_tokens or DEFAULT_GRAMMAR_CAP)
+    except (TaskError, GrammarError, GrammarLimitError) as error:
         return fail(str(error))
     max_new_tokens = args.max_new_tokens if args.max_new_tokens is not None else max(1, task.max_length)
-    if max_new_tokens < 1:
-        return fail(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
 
     request = DecodeRequest(
         prompt_ids=[],
@@ -88,12 +110,17 @@ def run(args) -> int:
         timeout_s=args.timeout,
         seed=args.seed,
     )
-    result = decoder.decode(task.language_model(), task.constraint(), request)
+    try:
+        result = decoder.decode(task.language_model(), task.constraint(), request)
+    except GrammarLimitError as error:
+        return fail(str(error))
 
     counts: dict[str, int] = {}
+    sequence_of: dict[str, tuple[int, ...]] = {}  # tokens may hold spaces: keys are not parsed back
     for sample in result.samples:
         key = task.format(sample.token_ids)
         counts[key] = counts.get(key, 0) + 1
+        sequence_of[key] = tuple(sample.token_ids)
     counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
     incomplete = sum(1 for s in result.samples if not s.complete)
     invalid = sum(1 for s in result.samples if not s.valid)
@@ -115,6 +142,7 @@ def run(args) -> int:
                     "temperature": args.temperature,
                     "invalid": invalid,
                     "incomplete": incomplete,
+                    **({"grammar": grammar.source, "length_cap": task.max_length} if grammar is not None else {}),
                 }
             )
         )
@@ -126,8 +154,9 @@ def run(args) -> int:
     returned = len(result.samples)
     rows = []
     keys = list(counts) + [task.format(s) for s in sorted(exact, key=lambda s: -exact[s]) if task.format(s) not in counts]
+    sequence_of.update({task.format(s): s for s in exact})
     for key in keys:
-        sequence = task.parse(key)
+        sequence = sequence_of[key]
         gcd_share = gcd.probabilities.get(sequence, 0.0) / gcd_total if gcd and gcd_total > 0 and key not in flagged else None
         rows.append(
             (
@@ -145,12 +174,17 @@ def run(args) -> int:
         return "-" if value is None else f"{100 * value:.2f}%"
 
     print(f"task {task.name}: decoder {args.decoder}, {args.n} samples, seed {args.seed}, temperature {args.temperature:g}")
+    if grammar is not None:
+        print(
+            f"constraint: grammar {grammar.source}; P(s|c) by enumeration up to {task.max_length} tokens "
+            f"({len(task.valid)} valid sequences; LM mass of valid prefixes cut by the cap: {task.cut_mass:.3g})"
+        )
     print(f"{'sequence'.ljust(width)}  {'count':>7}  {'sampled':>8}  {'P(s|c)':>8}  {'GCD':>8}")
     for key, count, share, exact_share, gcd_share in rows:
         print(f"{key.ljust(width)}  {count:>7}  {percent(share):>8}  {percent(exact_share):>8}  {percent(gcd_share):>8}")
     print(f"status: {result.status}" + (f" ({result.message})" if result.message else ""))
     print(f"failures: {result.failures}  invalid: {invalid}  incomplete: {incomplete}")
-    complete_valid = {task.parse(k): n for k, n in counts.items()}
+    complete_valid = {sequence_of[k]: n for k, n in counts.items()}
     if exact and returned and not invalid and not incomplete:
         try:
             test = chi_square(complete_valid, exact)
