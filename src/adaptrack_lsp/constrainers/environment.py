@@ -58,14 +58,19 @@ def token_constraint(
     roots: Mapping[str, tuple[str, ...]] | None = None,
     forced_prefix: str = "",
     clean: bool = False,
+    keyword_arguments: bool = False,
+    keyword_choices=None,
 ):
     """The id-level constraint for one generation after `prefix` in `document`.
 
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
-    document's import `roots` (learned from `document` when None).  A fresh monitor
-    per call: monitors cache "unknown" answers, and an answer that was not ready last
-    time may be ready now (the index caches)."""
+    document's import `roots` (learned from `document` when None), and with
+    `keyword_arguments` `KeywordArguments(index)` (keyword names in resolved calls are
+    parameters of the signature); `keyword_choices` (names) makes the text one of
+    ``name=`` (completion-list keyword items).  A fresh monitor per call: monitors
+    cache "unknown" answers, and an answer that was not ready last time may be ready
+    now (the index caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
     from adaptrack_lsp.constrainers.base import Unconstrained
     from adaptrack_lsp.constrainers.token_index import TokenIndex
@@ -79,8 +84,16 @@ def token_constraint(
         from adaptrack_lsp.constrainers.compose import ForcedPrefix
 
         parts.append(ForcedPrefix(forced_prefix))
+    if keyword_choices:
+        from adaptrack_lsp.constrainers.call_arguments import KeywordChoice
+
+        parts.append(KeywordChoice(keyword_choices))
     if index is not None:
         parts.append(ApiMonitor(index, roots=roots))
+        if keyword_arguments:
+            from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
+
+            parts.append(KeywordArguments(index, roots=roots))
     if not parts:
         return Unconstrained(vocab)
     if len(parts) == 1:
