@@ -146,8 +146,8 @@ class SnapshotIndex(APIIndex):
         self.source = f"snapshot {self.package} {self.version}"
         kinds: Mapping[str, str] = data.get("kinds") or {}
         children: dict[tuple[str, ...], dict[str, Member]] = {}
-        for dotted in data["names"]:
-            parts = tuple(dotted.split("."))
+        for name_path in data["names"]:
+            parts = tuple(name_path.split("."))
             for depth in range(1, len(parts)):
                 parent, name = parts[:depth], parts[depth]
                 child = ".".join(parts[: depth + 1])
