@@ -411,7 +411,9 @@ class KeywordArguments(Constrainer):
             if kind == "positional":
                 return f"{callee}: {word} is already given as a positional argument ({positional} given)"
             signature = self.signature(key)
-            parameters = f" (parameters: {signature.parameter_list()})" if signature is not None else ""
+            parameters = ""
+            if signature is not None:
+                parameters = f" (parameters: {signature.parameter_list()})" if signature.parameters else " (it takes no parameters)"
             if kind == "positional-only":
                 return f"{callee}: {word} is positional-only{where}{parameters}"
             return f"{callee} takes no keyword {word}{where}{parameters}"
