@@ -190,33 +190,31 @@ def keyword_candidates(request: CompletionRequest, host, view, control: RequestC
         return []
     callee, names = found
     heal = plan.heal_text
-    names = [name for name in names if name.startswith(heal) or f"{name}=".startswith(heal)]
+    word = heal[len(heal.rstrip("_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")) :]
+    lead = heal[: len(heal) - len(word)]  # healing may back up the space before the word
+    if lead.strip():
+        return []
+    names = [name for name in names if name.startswith(word)]
     if not names:
         return []
-    decoded = _decode(request, host, view, control, keyword_choices=names)
+    decoded = _decode(request, host, view, control, keyword_choices=[lead + name for name in names])
     drawn: dict[str, float] = {}
     if decoded is not None:
         result = decoded[0]
         for sample in result.samples:
             if not sample.complete or "=" not in sample.text:
                 continue
-            name = sample.text[: sample.text.index("=")]
+            name = sample.text[len(lead) : sample.text.index("=")]
             drawn[name] = _logaddexp(drawn.get(name, -math.inf), float(sample.logprob))
     seen = {candidate.text for candidate in shown}
     ordered = sorted(drawn, key=lambda name: -drawn[name]) + [name for name in names if name not in drawn]
     # right after a "," (no space yet) the item brings its space
     space = " " if not heal and request.text[: request.offset].endswith(",") else ""
+    texts = [(name, space + f"{lead}{name}="[len(heal) :]) for name in ordered]
     return [
-        Candidate(
-            text=space + f"{name}="[len(heal) :],
-            logprob=drawn.get(name, -math.inf),
-            valid=True,
-            complete=True,
-            detail=f"keyword of {callee}",
-            kind="keyword",
-        )
-        for name in ordered
-        if space + f"{name}="[len(heal) :] not in seen
+        Candidate(text=text, logprob=drawn.get(name, -math.inf), valid=True, complete=True, detail=f"keyword of {callee}", kind="keyword")
+        for name, text in texts
+        if text not in seen
     ]
 
 

@@ -738,8 +738,8 @@ class KeywordTables:
 
 
 class KeywordChoice(Constrainer):
-    """The text starts with one of ``name=`` for `names` (completion-list keyword items);
-    anything may follow the ``=``."""
+    """The text starts with one of ``name=`` for `names` (completion-list keyword items;
+    a name may carry leading spaces); anything may follow the ``=``."""
 
     def __init__(self, names):
         self.choices = frozenset(f"{name}=" for name in names)
@@ -752,8 +752,6 @@ class KeywordChoice(Constrainer):
         return ""
 
     def check(self, state, text: str):
-        if state is None:
-            return None
         if state in self.choices:
             return state
         for char in text:
