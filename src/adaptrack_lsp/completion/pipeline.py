@@ -241,7 +241,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             roots=request.import_roots,
             forced_prefix=plan.heal_text,
             clean=constrained,
-            keyword_arguments=settings.keyword_arguments,
+            keywords_index=view if settings.keyword_arguments else None,
             keyword_choices=keyword_choices,
         )
         if request.mode == "inline" and settings.temperature <= 0.0:

@@ -58,17 +58,18 @@ def token_constraint(
     roots: Mapping[str, tuple[str, ...]] | None = None,
     forced_prefix: str = "",
     clean: bool = False,
-    keyword_arguments: bool = False,
+    keywords_index=None,
     keyword_choices=None,
 ):
     """The id-level constraint for one generation after `prefix` in `document`.
 
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
-    document's import `roots` (learned from `document` when None), and with
-    `keyword_arguments` `KeywordArguments(index)` (keyword names in resolved calls are
-    parameters of the signature); `keyword_choices` (names) makes the text one of
-    ``name=`` (completion-list keyword items).  A fresh monitor per call: monitors
+    document's import `roots` (learned from `document` when None),
+    `KeywordArguments(keywords_index)` (keyword names in resolved calls are parameters
+    of the signatures `keywords_index` gives; usually the same index or view), and
+    `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
+    keyword items).  A fresh monitor per call: monitors
     cache "unknown" answers, and an answer that was not ready last time may be ready
     now (the index caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
@@ -90,10 +91,10 @@ def token_constraint(
         parts.append(KeywordChoice(keyword_choices))
     if index is not None:
         parts.append(ApiMonitor(index, roots=roots))
-        if keyword_arguments:
-            from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
+    if keywords_index is not None:
+        from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
 
-            parts.append(KeywordArguments(index, roots=roots))
+        parts.append(KeywordArguments(keywords_index, roots=roots))
     if not parts:
         return Unconstrained(vocab)
     if len(parts) == 1:
