@@ -182,50 +182,114 @@ def _escaped(text: str, index: int) -> bool:
     return count % 2 == 1
 
 
-_ASSIGNED_CALL = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)[ \t]*\(", re.MULTILINE)
+#: a statement ``name = ...`` or ``name += ...``; group 3: the chain of ``name = CHAIN(``
+_ASSIGNMENT = re.compile(
+    r"^[ \t]*([A-Za-z_]\w*)[ \t]*((?:[-+*/%@&|^]|<<|>>|\*\*|//)?)=(?!=)[ \t]*"
+    r"(?:([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)[ \t]*\()?",
+    re.MULTILINE,
+)
+#: the other statements that bind names: loops, with/except/import-as, definitions,
+#: lambdas, walrus, global/nonlocal, tuple targets
+_WALRUS = re.compile(r"([A-Za-z_]\w*)[ \t]*:=")
+_TUPLE_TARGET = re.compile(r"^[ \t]*([A-Za-z_][\w. \t]*,[^\n=]*?)(?:[-+*/%@&|^]|<<|>>|\*\*|//)?=(?!=)", re.MULTILINE)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
-def _rebinding_patterns(name: str) -> re.Pattern:
-    """Other ways `name` may be bound (any of them makes the binding ambiguous)."""
-    n = re.escape(name)
-    return re.compile(
-        rf"(?:^[ \t]*{n}[ \t]*(?:[-+*/%@&|^]|<<|>>|\*\*|//)?=(?!=)"  # (augmented) assignment
-        rf"|\bfor\b[^\n]*?\b{n}\b[^\n]*?\bin\b"  # loop / comprehension target
-        rf"|\bas[ \t]+{n}\b"  # with ... as / except ... as / import ... as
-        rf"|\bdef\b[^\n]*\([^)]*\b{n}\b"  # a parameter (first line of the header)
-        rf"|^[ \t]+{n}\b[ \t]*[:=,)]"  # a parameter on a later line of a header
-        rf"|\blambda\b[^:\n]*\b{n}\b"  # a lambda parameter
-        rf"|\b{n}[ \t]*:="  # walrus
-        rf"|\b(?:global|nonlocal)\b[^\n]*\b{n}\b"
-        rf"|\b{n}[ \t]*,[^\n=]*=(?!=)|,[ \t]*{n}[ \t]*(?:,[^\n=]*)?=(?!=)"  # tuple targets
-        rf"|\b(?:def|class)[ \t]+{n}\b)",
-        re.MULTILINE,
-    )
+def _other_bindings(document: str) -> set[str]:
+    """Identifiers that statements other than ``name = ...`` may bind (a superset:
+    every identifier of a loop target, a definition header, a lambda's parameters, ...)."""
+    bound: set[str] = set()
+    position = document.find(":=")
+    while position >= 0:
+        found = _WALRUS.search(document, max(0, position - 200), position + 2)
+        if found is not None:
+            bound.add(found.group(1))
+        position = document.find(":=", position + 2)
+    for word in ("for", "as", "def", "class", "lambda", "global", "nonlocal"):
+        position = document.find(word)
+        while position >= 0:
+            end = position + len(word)
+            before = document[position - 1] if position else " "
+            after = document[end] if end < len(document) else " "
+            if (before in _ASCII_IDENT or before == ".") or (after in _ASCII_IDENT):
+                position = document.find(word, end)
+                continue
+            end_of_line = document.find("\n", end)
+            line_rest = document[end : len(document) if end_of_line < 0 else end_of_line]
+            if word == "for":
+                target = line_rest.split(" in ", 1)[0] if " in " in line_rest else line_rest
+                bound.update(_IDENTIFIER.findall(target))
+            elif word in ("as", "class", "global", "nonlocal"):
+                names = _IDENTIFIER.findall(line_rest)
+                bound.update(names if word in ("global", "nonlocal") else names[:1])
+            elif word == "lambda":
+                bound.update(_IDENTIFIER.findall(line_rest.split(":", 1)[0]))
+            else:  # def: the name and every identifier of the header, across lines
+                bound.update(_IDENTIFIER.findall(_header(document, end)))
+            position = document.find(word, end)
+    for match in _TUPLE_TARGET.finditer(document):
+        bound.update(_IDENTIFIER.findall(match.group(1)))
+    return bound
+
+
+def _header(document: str, start: int, limit: int = 4000) -> str:
+    """The text of a ``def`` header from `start` to its closing bracket (at most `limit`
+    characters; strings are not special: a superset is fine)."""
+    opening = document.find("(", start, start + limit)
+    if opening < 0:
+        return document[start : document.find("\n", start) if "\n" in document[start:] else len(document)]
+    depth = 0
+    for position in range(opening, min(len(document), opening + limit)):
+        char = document[position]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return document[start : position + 1]
+    return document[start : opening + limit]
+
+
+_BINDINGS_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
+_BINDINGS_CACHE_SIZE = 8
 
 
 def instance_bindings(document: str, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """`find_instance_bindings`, cached for the last few (document, roots): a request
+    asks for the same document several times (building it, each decode)."""
+    key = (document, tuple(sorted(roots.items())))
+    found = _BINDINGS_CACHE.get(key)
+    if found is None:
+        found = find_instance_bindings(document, roots)
+        if len(_BINDINGS_CACHE) >= _BINDINGS_CACHE_SIZE:
+            _BINDINGS_CACHE.pop(next(iter(_BINDINGS_CACHE)))
+        _BINDINGS_CACHE[key] = found
+    return dict(found)
+
+
+def find_instance_bindings(document: str, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     """Names the document binds exactly once, by ``name = CHAIN(...)`` with CHAIN
     resolved through `roots`, and in no other way: name -> the call key of CHAIN (its
     instances' methods are looked up on what that call returns).  Ambiguous names
-    (bound twice, loop variables, parameters, ...) are left out: a wrong type would
-    reject keywords the real object takes."""
-    found: dict[str, tuple[str, ...] | None] = {}
-    for match in _ASSIGNED_CALL.finditer(document):
-        name, chain = match.group(1), match.group(2)
+    (assigned twice, loop variables, parameters, tuple targets, ...) are left out: a
+    wrong type would reject keywords the real object takes.  A few C-speed scans of the
+    document, whatever the number of names."""
+    assigned: dict[str, int] = {}
+    calls: dict[str, tuple[str, ...] | None] = {}
+    for match in _ASSIGNMENT.finditer(document):
+        name, augmented, chain = match.group(1), match.group(2), match.group(3)
+        assigned[name] = assigned.get(name, 0) + 1
+        if augmented or not chain or name in roots:
+            continue
         parts = [part.strip() for part in chain.split(".")]
         root = roots.get(parts[0])
-        if name in found or root is None or name in roots:
-            found[name] = None
-            continue
-        found[name] = call_key((*root, *parts[1:]))
-    bindings = {}
-    for name, key in found.items():
-        if key is None:
-            continue
-        if len(_rebinding_patterns(name).findall(document)) != 1:  # the assignment itself matches once
-            continue
-        bindings[name] = key
-    return bindings
+        if root is not None:
+            calls[name] = call_key((*root, *parts[1:]))
+    candidates = {name: key for name, key in calls.items() if assigned[name] == 1}
+    if not candidates:
+        return {}
+    other = _other_bindings(document)
+    return {name: key for name, key in candidates.items() if name not in other}
 
 
 def open_call(prefix: str, roots: Mapping[str, tuple[str, ...]], bindings: Mapping[str, tuple[str, ...]] | None = None):
