@@ -276,6 +276,8 @@ MASK_PIECES = [
     "tf", ".", "nn", ".dropout", "dropout(", "(", "x", ", ", ",", " ", "rate", "keep_prob", "keep", "_prob", "=", "==",
     "=0", "=(", " =", "= ", "0", ")", "),", "'", "\"", "#", "\n", "lambda", ":", "*", "**", "model", ".fit(", "y", "=True",
     "(keep_prob=", "np.histogram(", "normed", "density", "a==b", "x=1", "f(", "[", "]", "seed=", "LinearRegression(",
+    # one token that opens a resolved call and writes a bad keyword in it
+    "dropout(x, keep_prob=0", "tf.nn.dropout(keep_prob=1", "(normed=1)",
 ]
 
 

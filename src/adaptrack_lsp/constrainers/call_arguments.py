@@ -29,7 +29,8 @@ The check is prefix-closed (a text is rejected only at the first character after
 ``=`` of a bad keyword), so the exact samplers stay exact.  `token_mask` builds
 full-vocabulary masks without walking the vocabulary: only tokens that contain ``=``
 followed by another character can be rejected (and, right after ``bad_name=``, every
-token that does not start with ``=``); those few are checked one by one.
+token that does not start with ``=``); those few are checked one by one, and where no
+resolved call is open only those that also contain ``(``.
 """
 
 from __future__ import annotations
@@ -738,7 +739,8 @@ class KeywordArguments(Constrainer):
             ids = tables.equals_start_ids  # only "==" can follow a bad "name ="
         else:
             mask = tables.ordinary.copy()
-            quiet = not any(frame[0] for frame in state[4]) and state[0] not in (_CHAIN, _CAND, _WORD, _DOT)
+            # without a resolved call open, a token can only be rejected if it opens one
+            quiet = not any(frame[0] for frame in state[4])
             ids = tables.risky_paren_ids if quiet else tables.risky_ids
         if len(ids):
             mask[ids] = np.fromiter((advance(state, token) is not None for token in ids.tolist()), dtype=bool, count=len(ids))
