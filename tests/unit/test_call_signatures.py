@@ -6,6 +6,7 @@ input), the `index` command, and workspace trust (an untrusted folder's code nev
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -320,3 +321,21 @@ def test_index_command_stores_signatures(fixture_python, tmp_path):
     assert data["signatures"]["sigpkg.Model()"] == ["alpha", "*", "fit_intercept"]
     assert "sigpkg.Model" in data["names"]
     json.dumps(data)  # plain JSON
+
+
+def test_a_signature_that_fails_to_load_is_unknown_and_logged_at_debug_level(monkeypatch, caplog):
+    index = JediIndex(python=sys.executable, runtime_introspection=False, cache_dir=None, timeout_s=60)
+
+    def broken(key):
+        raise RuntimeError("stub file is garbage")
+
+    monkeypatch.setattr(index, "_lookup_signature", broken)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="adaptrack_lsp.constrainers.jedi_index"):
+            assert index.signature(call_key(("json", "dumps"))) is None
+        assert "stub file is garbage" in caplog.text
+        assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+        # answered "unknown" for now; retried later (not cached as a definitive answer)
+        assert not index._signatures
+    finally:
+        index.close()

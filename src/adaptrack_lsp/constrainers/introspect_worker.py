@@ -331,7 +331,7 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
                 dotted = ".".join(child_path)
                 names.append(dotted)
                 kinds[dotted] = kind
-                if kind in ("function", "class"):
+                if kind != "module":  # functions, classes, callable instances (numpy's ufuncs)
                     try:
                         items = signature_of(member_value(module, name))
                     except Exception:

@@ -384,7 +384,7 @@ class JediIndex(APIIndex):
             log.debug("API index: signature of %s not answered within %.3g s (unknown for now)", dotted(key), self.timeout_s)
             return None
         except Exception as error:
-            log.warning("API index: signature of %s failed: %s", dotted(key), error)
+            log.debug("API index: signature of %s failed to load: %s", dotted(key), error)
             return None
         with self._lock:
             return self._signatures.get(key)
@@ -490,7 +490,8 @@ class JediIndex(APIIndex):
             try:
                 answer, definitive = self._lookup_signature(path) if call else self._lookup(path)
             except Exception as error:  # jedi raising on odd code is "unknown"
-                log.warning("API index: %s: %s: %s", dotted(path), type(error).__name__, error)
+                # (a signature that fails to load only leaves a call's keywords open)
+                (log.debug if call else log.warning)("API index: %s: %s: %s", dotted(path), type(error).__name__, error)
                 answer, definitive = None, False
             with self._lock:
                 self.busy_seconds += time.perf_counter() - started
