@@ -16,8 +16,9 @@ top-level ``,``), ``name`` followed by ``=`` and then by anything but another ``
 ``name == x`` stays a comparison) is a keyword; it is rejected when
 
 - the signature has no parameter ``name`` and no ``**kwargs``,
-- ``name`` is positional-only (and there is no ``**kwargs``), or
-- the same call already has ``name=`` (in the generated text or the document).
+- ``name`` is positional-only (and there is no ``**kwargs``),
+- the same call already has ``name=`` (in the generated text or the document), or
+- a positional argument of the call already binds ``name`` (unknown after ``*args``).
 
 Unknown signatures (no signature, C functions without one, unresolvable callees, an
 index that raises) allow every name; a signature not computed yet is "pending" through
@@ -97,13 +98,7 @@ _SPACE = frozenset(" \t\f")
 _BRACKET_SPACE = frozenset(" \t\f\r\n\\")  # inside brackets line breaks are spaces too
 _ASCII_IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _ASCII_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
-_OPENERS = frozenset("([{")
-_CLOSERS = frozenset(")]}")
 _DEFINING = frozenset(("def", "class"))
-
-
-def _is_ident(char: str) -> bool:
-    return char in _ASCII_IDENT or (char > "\x7f" and (char.isalnum() or char == "_"))
 
 
 def _is_ident_start(char: str) -> bool:
