@@ -58,17 +58,22 @@ def token_constraint(
     roots: Mapping[str, tuple[str, ...]] | None = None,
     forced_prefix: str = "",
     clean: bool = False,
+    keywords_index=None,
+    keyword_choices=None,
     grammar=None,
 ):
     """The id-level constraint for one generation after `prefix` in `document`.
 
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
-    document's import `roots` (learned from `document` when None), and `grammar` (a
-    `GrammarSpec`: the generated text must stay a prefix of the grammar's language; ANDed
-    at the token level with the rest).  A fresh monitor
-    per call: monitors cache "unknown" answers, and an answer that was not ready last
-    time may be ready now (the index caches)."""
+    document's import `roots` (learned from `document` when None),
+    `KeywordArguments(keywords_index)` (keyword names in resolved calls are parameters
+    of the signatures `keywords_index` gives; usually the same index or view),
+    `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
+    keyword items), and `grammar` (a `GrammarSpec`: the generated text must stay a
+    prefix of the grammar's language; ANDed at the token level with the rest).  A fresh
+    monitor per call: monitors cache "unknown" answers, and an answer that was not
+    ready last time may be ready now (the index caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
     from adaptrack_lsp.constrainers.base import Unconstrained
     from adaptrack_lsp.constrainers.token_index import TokenIndex
@@ -82,8 +87,16 @@ def token_constraint(
         from adaptrack_lsp.constrainers.compose import ForcedPrefix
 
         parts.append(ForcedPrefix(forced_prefix))
+    if keyword_choices:
+        from adaptrack_lsp.constrainers.call_arguments import KeywordChoice
+
+        parts.append(KeywordChoice(keyword_choices))
     if index is not None:
         parts.append(ApiMonitor(index, roots=roots))
+    if keywords_index is not None:
+        from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
+
+        parts.append(KeywordArguments(keywords_index, roots=roots))
     grammar_part = None
     if grammar is not None:
         from adaptrack_lsp.constrainers.grammar import grammar_constraint

@@ -36,6 +36,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     pythonPath: null,
     apiSnapshot: null,
     runtimeIntrospection: true,
+    keywordArguments: true,
     timeoutMs: 3000,
     multiline: false,
     trustRemoteCode: false,
@@ -79,7 +80,14 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  assert.deepEqual(options, { ...values, kvCache: 'auto', pythonPath: null, apiSnapshot: null, trustedWorkspace: false });
+  assert.deepEqual(options, {
+    ...values,
+    kvCache: 'auto',
+    pythonPath: null,
+    apiSnapshot: null,
+    keywordArguments: true,
+    trustedWorkspace: false,
+  });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
