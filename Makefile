@@ -49,6 +49,7 @@ bench: install-dev
 	$(PY) benchmarks/cold_start.py
 	$(PY) benchmarks/soak.py
 	$(PY) benchmarks/map_search.py
+	$(PY) benchmarks/kwargs.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules

@@ -217,6 +217,9 @@ class Settings:
     #: path to a SnapshotIndex JSON file; None = ask the live environment
     api_snapshot: str | None = _validated(None)
     runtime_introspection: bool = _validated(True)
+    #: keyword names in calls the API index resolves must be parameters of the installed
+    #: signature (docs/keyword-arguments.md)
+    keyword_arguments: bool = _validated(True)
     timeout_ms: int = _validated(3000, _between(1, 600_000))
     multiline: bool = _validated(False)
     trust_remote_code: bool = _validated(False)

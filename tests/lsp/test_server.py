@@ -87,7 +87,7 @@ async def test_advertised_capabilities(client: LanguageClient):
     capabilities = client.init_result.capabilities
     assert capabilities.inline_completion_provider is True
     assert capabilities.completion_provider is not None
-    assert list(capabilities.completion_provider.trigger_characters) == ["."]
+    assert list(capabilities.completion_provider.trigger_characters) == [".", "(", ","]
     assert client.init_result.server_info.name == "adaptrack-lsp"
 
 

@@ -296,3 +296,32 @@ def test_real_numpy_through_jedi_index_when_available():
         assert monitor.check(state, "np.product(x)") is None
         assert monitor.check(state, "np.alltrue(x)") is None
         assert monitor.check(state, "np.float_(x)") is None
+
+
+# -- reasons in words (`adaptrack-lsp explain`) ----------------------------------------------------
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        # the whole name is in the text
+        ("np.linalg.nrm(x)", "np.linalg.nrm does not exist in numpy 1.0"),
+        ("np.product(x)", "np.product does not exist in numpy 1.0 (members starting with product: product_x)"),
+        # the text stops at the first rejected character
+        ("np.pq", "no member of np starts with pq in numpy 1.0 (members starting with p: prod, product_x)"),
+        ("np.q", "no member of np starts with q in numpy 1.0"),
+        ("np.prodx", "no member of np starts with prodx in numpy 1.0 (members starting with prod: prod, product_x)"),
+        ("np.pro(", "np.pro does not exist in numpy 1.0 (members starting with pro: prod, product_x)"),
+        ("np.linalg.svd", "np.linalg.svd does not exist in numpy 1.0"),
+        ("np.random.rand.x", "np.random.rand has no members in numpy 1.0"),
+        ("linalg.norm", "linalg.norm does not exist"),  # from torch import linalg; no version known
+    ],
+)
+def test_rejection_reasons_name_the_chain_as_written(text, reason):
+    monitor = ApiMonitor(StaticIndex(NAMES, versions={"numpy": "1.0"}))
+    state = monitor.start(ConstraintContext(DOCUMENT, DOCUMENT))
+    assert monitor.check(state, text) is None
+    assert monitor.rejection(state, text) == reason
+
+
+def test_rejection_of_an_accepted_text_falls_back_to_the_default():
+    monitor, state = monitor_after("")
+    assert "rejects" in monitor.rejection(state, "np.prod")

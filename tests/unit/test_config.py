@@ -25,6 +25,7 @@ def test_defaults_match_the_protocol_contract():
         "pythonPath": None,
         "apiSnapshot": None,
         "runtimeIntrospection": True,
+        "keywordArguments": True,
         "timeoutMs": 3000,
         "multiline": False,
         "trustRemoteCode": False,

@@ -443,3 +443,92 @@ def test_map_returns_the_enumerated_argmax_in_100_of_100_random_cases():
         if found == best or math.isclose(exact.get(found, 0.0), exact[best], rel_tol=1e-12):
             hits += 1
     assert hits == 100
+
+
+# -- grammar tasks (llguidance): the grammar is the whole constraint ----------------------------
+GRAMMARS_DIR = TASKS_DIR.parent / "grammars"
+#: task -> (LM file, grammar file, length cap of the enumerated P(s | c, |s| <= cap))
+GRAMMAR_TASKS = {
+    "binary": (TASKS_DIR / "binary.json", GRAMMARS_DIR / "binary.lark", 6),
+    "brackets": (GRAMMARS_DIR / "brackets.task.json", GRAMMARS_DIR / "brackets.lark", 11),
+    "slia": (GRAMMARS_DIR / "slia.task.json", GRAMMARS_DIR / "slia.lark", 12),
+}
+_grammar_tasks: dict = {}
+
+
+def grammar_task(name: str):
+    pytest.importorskip("llguidance")
+    if name not in _grammar_tasks:
+        from adaptrack_lsp.constrainers.grammar import GrammarSpec
+        from adaptrack_lsp.evaluation.grammar_tasks import bind_grammar
+
+        lm_file, grammar_file, cap = GRAMMAR_TASKS[name]
+        _grammar_tasks[name] = bind_grammar(load_task(lm_file, require_valid=False), GrammarSpec.from_file(grammar_file), cap)
+    return _grammar_tasks[name]
+
+
+def grammar_request_counts(task, decoder: str, samples_per_request: int, total: int, seed: int) -> tuple[dict, int]:
+    """Complete samples of `total` drawn in requests of `samples_per_request` (1: a fresh
+    tree per sample), and how many were cut at the length cap (partial, never counted)."""
+    lm, constraint = task.language_model(), task.constraint()
+    requests = [
+        DecodeRequest(prompt_ids=[], num_samples=total, seed=seed, max_new_tokens=task.max_length, options={"share_estimates": False})
+    ] if samples_per_request == 1 else [
+        DecodeRequest(prompt_ids=[], num_samples=samples_per_request, seed=seed * 100_003 + i, max_new_tokens=task.max_length)
+        for i in range(total // samples_per_request)
+    ]
+    counts: dict = {}
+    cut = 0
+    for request in requests:
+        result = get_decoder(decoder).decode(lm, constraint, request)
+        assert result.status in ("ok", "partial") and result.failures == 0, (result.status, result.message)
+        for sample in result.samples:
+            assert sample.valid
+            if not sample.complete:
+                assert len(sample.token_ids) == task.max_length
+                cut += 1
+                continue
+            counts[tuple(sample.token_ids)] = counts.get(tuple(sample.token_ids), 0) + 1
+    return counts, cut
+
+
+@pytest.mark.parametrize("name", list(GRAMMAR_TASKS))
+@pytest.mark.parametrize("decoder", EXACT_DECODERS)
+def test_exact_decoders_are_exact_per_request_under_grammars(decoder, name):
+    """One sample per request, each on a fresh tree, against P(s | c, |s| <= cap)
+    enumerated under the grammar; a path cut at the cap (Q = 1 there) comes back as a
+    partial sample at the rate cut mass / (cut mass + valid mass)."""
+    task = grammar_task(name)
+    counts, cut = grammar_request_counts(task, decoder, 1, REQUEST_SAMPLES, seed=800 + len(name))
+    assert sum(counts.values()) + cut == REQUEST_SAMPLES
+    share = task.cut_mass / (task.cut_mass + acceptance(task))
+    assert abs(cut - REQUEST_SAMPLES * share) <= 5 * math.sqrt(REQUEST_SAMPLES * share * (1 - share)) + 1
+    test = chi_square(counts, task.exact_distribution())
+    assert test.p_value > ALPHA, f"{decoder} on {name}: chi2={test.statistic:.1f}, p={test.p_value:.2g}"
+
+
+@pytest.mark.parametrize("name", list(GRAMMAR_TASKS))
+@pytest.mark.parametrize("decoder", ["exact", "cars"])
+def test_exact_decoders_are_exact_per_request_of_five_under_grammars(decoder, name):
+    task = grammar_task(name)
+    counts, _ = grammar_request_counts(task, decoder, 5, REQUEST_SAMPLES, seed=900 + len(name))
+    test = chi_square(counts, task.exact_distribution())
+    assert test.p_value > ALPHA, f"{decoder} on {name}: chi2={test.statistic:.1f}, p={test.p_value:.2g}"
+
+
+@pytest.mark.parametrize("name", list(GRAMMAR_TASKS))
+def test_constrained_decoding_under_grammars_follows_its_own_distribution_not_p_s_given_c(name):
+    """GCD's samples match the distribution greedy masking gives under the grammar
+    (enumerated through the grammar's masks) and are rejected against P(s | c): the
+    test detects the wrong answer where theory says GCD must give it."""
+    task = grammar_task(name)
+    result = decode(task, "constrained", n=SAMPLES, seed=1000 + len(name), max_new_tokens=task.max_length)
+    counts = counts_of(s.token_ids for s in result.samples if s.complete)
+    gcd = task.gcd_distribution()
+    assert abs(result.failures + sum(not s.complete for s in result.samples) - SAMPLES * gcd.dead_end) <= 5 * math.sqrt(
+        SAMPLES * gcd.dead_end * (1 - gcd.dead_end)
+    ) + 1
+    own = chi_square(counts, gcd.probabilities)
+    assert own.p_value > ALPHA, f"{name}: p={own.p_value:.2g} against its own distribution"
+    exact = chi_square(counts, task.exact_distribution())
+    assert exact.p_value < REJECT_BELOW, f"{name}: p={exact.p_value:.2g}: not distorted?"

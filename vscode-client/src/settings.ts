@@ -32,6 +32,7 @@ export interface ServerSettings {
   pythonPath: string | null;
   apiSnapshot: string | null;
   runtimeIntrospection: boolean;
+  keywordArguments: boolean;
   timeoutMs: number;
   multiline: boolean;
   trustRemoteCode: boolean;
@@ -70,6 +71,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   pythonPath: null,
   apiSnapshot: null,
   runtimeIntrospection: true,
+  keywordArguments: true,
   timeoutMs: 3000,
   multiline: false,
   trustRemoteCode: false,

@@ -22,6 +22,7 @@ M.server_settings = {
   pythonPath = 'string',
   apiSnapshot = 'string',
   runtimeIntrospection = 'boolean',
+  keywordArguments = 'boolean',
   timeoutMs = 'number',
   multiline = 'boolean',
   trustRemoteCode = 'boolean',

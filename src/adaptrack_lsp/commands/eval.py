@@ -50,7 +50,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N items")
     parser.add_argument("--out", required=True, help="output folder (an existing run there is resumed)")
     parser.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="token limit per completion (default 64)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="token limit per completion (default 64; dsl --grammar: the length cap of the enumerated P(s|c), default 16)",
+    )
+    parser.add_argument(
+        "--grammar",
+        default=None,
+        metavar="G.lark",
+        help="dsl: constrain each task's LM with this grammar alone (.lark, .regex or a .json schema); "
+        "task files may leave out 'valid'",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per decode before it is cut (default 60)")
     parser.add_argument("--max-prompt-tokens", type=int, default=3584, help="tfv1real: drop longer prompts (default 3584)")
     parser.add_argument("--device", default=None, help="model device: auto, cpu, cuda, cuda:1, mps")

@@ -2,7 +2,9 @@
 
 The public API walk runs in a contained subprocess started with the environment's
 interpreter (`constrainers.snapshot.walk_snapshot`), so the snapshot states what *that*
-environment provides.  See `constrainers/snapshot.py` for the format.
+environment provides: its public names and the signatures of its functions and classes
+(so a target version that is not installed constrains keyword arguments too).  See
+`constrainers/snapshot.py` for the format.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from adaptrack_lsp.constrainers.snapshot import DEFAULT_MAX_DEPTH, walk_snapshot
 from adaptrack_lsp.constrainers.snapshot import DEFAULT_WALK_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
-HELP = "write an API snapshot (dotted public names) of a package installed in a Python environment"
+HELP = "write an API snapshot (dotted public names and call signatures) of a package installed in a Python environment"
 
 
 def add_arguments(parser) -> None:
@@ -52,8 +54,8 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
         where = "stdout"
     print(
-        f"{data['package']} {data.get('version') or 'unknown'}: {len(data['names'])} names "
-        f"(max depth {args.max_depth}) -> {where}",
+        f"{data['package']} {data.get('version') or 'unknown'}: {len(data['names'])} names, "
+        f"{len(data.get('signatures') or {})} signatures (max depth {args.max_depth}) -> {where}",
         file=sys.stderr,
     )
     return 0

@@ -4,13 +4,17 @@ Two sources:
 
 - ``--task TASK.json``: an exact tabular LM plus a finite set of valid sequences (format
   in `adaptrack_lsp.evaluation.tasks`); the table compares the frequencies with the exact
-  P(s | c) and with what greedy constrained decoding would give.
+  P(s | c) and with what greedy constrained decoding would give.  With ``--grammar
+  G.lark`` (or a .regex, or a .json schema) the grammar is the whole constraint (the
+  task's `valid` list may be absent) and the exact P(s | c) comes from enumeration under
+  the grammar up to ``--max-new-tokens`` tokens (default 16).
 - ``--model M --prompt-file P`` with a constraint (``--allowed FILE``: a sample is exactly
   one of the file's lines, ended by the model's end-of-sequence token, so P(s) includes
-  P(eos | s)), on any backend (``--backend transformers|llamacpp|server``,
-  ``--endpoint URL``, ``--tokenizer PATH_OR_ID``).  All samples are drawn in one request
-  (one prefix tree: the exact samplers stay exact, and later samples reuse what earlier
-  ones learned), which is how CARS-style workloads draw thousands of samples.
+  P(eos | s); or ``--grammar G``), on any backend (``--backend
+  transformers|llamacpp|server``, ``--endpoint URL``, ``--tokenizer PATH_OR_ID``).  All
+  samples are drawn in one request (one prefix tree: the exact samplers stay exact, and
+  later samples reuse what earlier ones learned), which is how CARS-style workloads draw
+  thousands of samples.
 
 With `--json` the command prints one object, ``{"counts": {sample: n, ...},
 "lm_calls": ..., "server_calls": ..., "counters": {...}, "failures": n, ...}`` (task
@@ -54,7 +58,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="decoder option, repeatable; VALUE is read as JSON when it parses (e.g. max_backtrack_distance=2, share_estimates=false)",
     )
     parser.add_argument(
-        "--max-new-tokens", type=int, default=None, help="token limit per sample (default: the longest valid sequence's length)"
+        "--grammar",
+        default=None,
+        metavar="G.lark",
+        help="constrain with this grammar instead of the task's valid list (.lark, .regex, or a .json schema)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="token limit per sample (default: the longest valid sequence's length; with --grammar: 16, "
+        "also the length cap of the enumerated P(s|c))",
     )
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="wall-clock budget for the whole run")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -91,6 +105,8 @@ def run(args) -> int:
         decoder = get_decoder(args.decoder, **parse_options(args.option))
     except (OptionError, ValueError) as error:
         return fail(str(error))
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        return fail(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     if args.model is not None:
         return run_model(args, decoder)
     for flag in ("prompt_file", "allowed", "backend", "endpoint", "tokenizer"):
@@ -108,12 +124,21 @@ def model_settings(args):
 
 
 def constraint_for(args, lm):
-    """The token constraint of the model path (``--allowed``); (constraint, longest
-    sample in tokens) or raises ValueError naming the flag."""
+    """The token constraint of the model path (``--allowed`` or ``--grammar``);
+    (constraint, default token limit) or raises ValueError naming the flag."""
     from adaptrack_lsp.constrainers.allowed_lines import allowed_lines_constraint, read_allowed_lines
 
+    if args.grammar and args.allowed:
+        raise ValueError("give one constraint: --allowed FILE or --grammar G")
+    if args.grammar:
+        from adaptrack_lsp.constrainers.grammar import GrammarError, GrammarSpec, grammar_constraint
+
+        try:
+            return grammar_constraint(lm.vocab, GrammarSpec.from_file(args.grammar)), 16
+        except GrammarError as error:
+            raise ValueError(str(error)) from None
     if not args.allowed:
-        raise ValueError("--model needs a constraint: --allowed FILE")
+        raise ValueError("--model needs a constraint: --allowed FILE (or --grammar G)")
     try:
         lines = read_allowed_lines(args.allowed)
     except (OSError, UnicodeDecodeError) as error:
@@ -171,10 +196,14 @@ def run_model(args, decoder) -> int:
         timeout_s=args.timeout,
         seed=args.seed,
     )
+    from adaptrack_lsp.constrainers.grammar import GrammarLimitError
+
     try:
         result = decoder.decode(lm, constraint, request)
     except ModelError as error:
         return fail(str(error), 3)
+    except GrammarLimitError as error:
+        return fail(str(error))
     counts: dict[str, int] = {}
     for sample in result.samples:
         if sample.complete and sample.valid:
@@ -225,15 +254,22 @@ def run_model(args, decoder) -> int:
 
 def run_task(args, decoder) -> int:
     from adaptrack_lsp.completion.decoders import DecodeRequest
+    from adaptrack_lsp.constrainers.grammar import GrammarError, GrammarLimitError, GrammarSpec
     from adaptrack_lsp.evaluation.tasks import TaskError, chi_square, load_task
 
     try:
-        task = load_task(args.task)
-    except TaskError as error:
+        grammar = GrammarSpec.from_file(args.grammar) if args.grammar else None
+    except GrammarError as error:
+        return fail(str(error))
+    try:
+        task = load_task(args.task, require_valid=grammar is None)
+        if grammar is not None:
+            from adaptrack_lsp.evaluation.grammar_tasks import DEFAULT_GRAMMAR_CAP, bind_grammar
+
+            task = bind_grammar(task, grammar, args.max_new_tokens or DEFAULT_GRAMMAR_CAP)
+    except (TaskError, GrammarError, GrammarLimitError) as error:
         return fail(str(error))
     max_new_tokens = args.max_new_tokens if args.max_new_tokens is not None else max(1, task.max_length)
-    if max_new_tokens < 1:
-        return fail(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
 
     request = DecodeRequest(
         prompt_ids=[],
@@ -243,12 +279,17 @@ def run_task(args, decoder) -> int:
         timeout_s=args.timeout,
         seed=args.seed,
     )
-    result = decoder.decode(task.language_model(), task.constraint(), request)
+    try:
+        result = decoder.decode(task.language_model(), task.constraint(), request)
+    except GrammarLimitError as error:
+        return fail(str(error))
 
     counts: dict[str, int] = {}
+    sequence_of: dict[str, tuple[int, ...]] = {}  # tokens may hold spaces: keys are not parsed back
     for sample in result.samples:
         key = task.format(sample.token_ids)
         counts[key] = counts.get(key, 0) + 1
+        sequence_of[key] = tuple(sample.token_ids)
     counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
     incomplete = sum(1 for s in result.samples if not s.complete)
     invalid = sum(1 for s in result.samples if not s.valid)
@@ -270,6 +311,7 @@ def run_task(args, decoder) -> int:
                     "temperature": args.temperature,
                     "invalid": invalid,
                     "incomplete": incomplete,
+                    **({"grammar": grammar.source, "length_cap": task.max_length} if grammar is not None else {}),
                 }
             )
         )
@@ -281,8 +323,9 @@ def run_task(args, decoder) -> int:
     returned = len(result.samples)
     rows = []
     keys = list(counts) + [task.format(s) for s in sorted(exact, key=lambda s: -exact[s]) if task.format(s) not in counts]
+    sequence_of.update({task.format(s): s for s in exact})
     for key in keys:
-        sequence = task.parse(key)
+        sequence = sequence_of[key]
         gcd_share = gcd.probabilities.get(sequence, 0.0) / gcd_total if gcd and gcd_total > 0 and key not in flagged else None
         rows.append(
             (
@@ -300,12 +343,17 @@ def run_task(args, decoder) -> int:
         return "-" if value is None else f"{100 * value:.2f}%"
 
     print(f"task {task.name}: decoder {args.decoder}, {args.n} samples, seed {args.seed}, temperature {args.temperature:g}")
+    if grammar is not None:
+        print(
+            f"constraint: grammar {grammar.source}; P(s|c) by enumeration up to {task.max_length} tokens "
+            f"({len(task.valid)} valid sequences; LM mass of valid prefixes cut by the cap: {task.cut_mass:.3g})"
+        )
     print(f"{'sequence'.ljust(width)}  {'count':>7}  {'sampled':>8}  {'P(s|c)':>8}  {'GCD':>8}")
     for key, count, share, exact_share, gcd_share in rows:
         print(f"{key.ljust(width)}  {count:>7}  {percent(share):>8}  {percent(exact_share):>8}  {percent(gcd_share):>8}")
     print(f"status: {result.status}" + (f" ({result.message})" if result.message else ""))
     print(f"failures: {result.failures}  invalid: {invalid}  incomplete: {incomplete}")
-    complete_valid = {task.parse(k): n for k, n in counts.items()}
+    complete_valid = {sequence_of[k]: n for k, n in counts.items()}
     if exact and returned and not invalid and not incomplete:
         try:
             test = chi_square(complete_valid, exact)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
+from adaptrack_lsp.constrainers.api_index import dotted
 from adaptrack_lsp.constrainers.environment import ConstraintEnvironment, ConstraintInfo, token_constraint
 from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
 
@@ -56,9 +57,13 @@ class Candidate:
     detail: str = ""
     #: the attribute chains the API monitor resolved in the text, e.g. ("numpy", "zeros")
     chains: tuple[tuple[str, ...], ...] = ()
+    #: "completion" (the rest of the line) or "keyword" (a keyword name ``name=`` of the
+    #: call at the cursor; `logprob` is -inf for names no sample drew)
+    kind: str = "completion"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "logprob": self.logprob, "valid": self.valid, "complete": self.complete}
+        logprob = self.logprob if math.isfinite(self.logprob) else None  # a keyword name no sample drew
+        return {"text": self.text, "logprob": logprob, "valid": self.valid, "complete": self.complete, "kind": self.kind}
 
 
 @dataclass
@@ -134,7 +139,7 @@ def run(
         index, info = environment.api_index(request.settings)
     result, plan, constraint = decoded
     if given_up:
-        waited = ", ".join(".".join(p) for p in given_up)
+        waited = ", ".join(dotted(p) for p in given_up)
         info = dataclasses.replace(info, problem=f"members of {waited} were not computed in time; left unconstrained")
     packages: dict[str, str] = {}
     if index is not None:
@@ -150,6 +155,8 @@ def run(
         for candidate in candidates:
             candidate.chains = tuple(constraint.resolved_chains(plan.heal_text + candidate.text))
             candidate.detail = validity_detail(candidate.chains, packages, info)
+        if request.settings.keyword_arguments and view is not None:
+            candidates += keyword_candidates(request, host, view, control, constraint, plan, candidates)
     counters = result.counters.as_dict()
     counters["service_seconds"] = time.perf_counter() - started
     counters["index_wait_seconds"] = index_wait
@@ -170,9 +177,55 @@ def run(
     )
 
 
-def _decode(request: CompletionRequest, host, view, control: RequestControl):
+def keyword_candidates(request: CompletionRequest, host, view, control: RequestControl, constraint, plan, shown) -> list[Candidate]:
+    """Keyword names of the call at the cursor (at an argument start of a call whose
+    signature is known), as ``name=`` candidates: the names the list decoder draws
+    when the text is constrained to one of them (stopping at the ``=``), most probable
+    first, then the others in the signature's order; names the call already has, and
+    texts already in `shown`, are left out."""
+    from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
+
+    parts = getattr(constraint.constrainer, "parts", (constraint.constrainer,))
+    states = constraint.initial_state() if len(parts) > 1 else (constraint.initial_state(),)
+    found = next(
+        (part.keywords_at(state) for part, state in zip(parts, states) if isinstance(part, KeywordArguments)), None
+    )
+    if not found:
+        return []
+    callee, names = found
+    heal = plan.heal_text
+    word = heal[len(heal.rstrip("_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")) :]
+    lead = heal[: len(heal) - len(word)]  # healing may back up the space before the word
+    if lead.strip():
+        return []
+    names = [name for name in names if name.startswith(word)]
+    if not names:
+        return []
+    decoded = _decode(request, host, view, control, keyword_choices=[lead + name for name in names])
+    drawn: dict[str, float] = {}
+    if decoded is not None:
+        result = decoded[0]
+        for sample in result.samples:
+            if not sample.complete or "=" not in sample.text:
+                continue
+            name = sample.text[len(lead) : sample.text.index("=")]
+            drawn[name] = _logaddexp(drawn.get(name, -math.inf), float(sample.logprob))
+    seen = {candidate.text for candidate in shown}
+    ordered = sorted(drawn, key=lambda name: -drawn[name]) + [name for name in names if name not in drawn]
+    # right after a "," (no space yet) the item brings its space
+    space = " " if not heal and request.text[: request.offset].endswith(",") else ""
+    texts = [(name, space + f"{lead}{name}="[len(heal) :]) for name in ordered]
+    return [
+        Candidate(text=text, logprob=drawn.get(name, -math.inf), valid=True, complete=True, detail=f"keyword of {callee}", kind="keyword")
+        for name, text in texts
+        if text not in seen
+    ]
+
+
+def _decode(request: CompletionRequest, host, view, control: RequestControl, keyword_choices=None):
     """One decode on the host's model, API-constrained by `view`: (result, plan,
-    constraint), or None when it stopped because the index had a path pending."""
+    constraint), or None when it stopped because the index had a path pending.
+    `keyword_choices`: the text is one of ``name=`` for these names (ends at the ``=``)."""
     from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest, decoder_for
 
     settings = request.settings
@@ -192,6 +245,8 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl):
             roots=request.import_roots,
             forced_prefix=plan.heal_text,
             clean=constrained,
+            keywords_index=view if settings.keyword_arguments else None,
+            keyword_choices=keyword_choices,
         )
         if request.mode == "inline" and settings.temperature <= 0.0:
             temperature, samples = 0.0, 1
@@ -206,7 +261,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl):
             max_new_tokens=settings.max_new_tokens,
             timeout_s=settings.timeout_ms / 1000.0,
             seed=request.seed,
-            stop=plan.stop,
+            stop=_stop_at_equals if keyword_choices else plan.stop,
             cancelled=control.should_stop,
             cache_key=request.document,
         )
@@ -220,6 +275,11 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl):
     return result, plan, constraint
 
 
+def _stop_at_equals(generated: str, checked: int = 0) -> bool:
+    """The stop rule of keyword-name decodes: the text ends with its ``=``."""
+    return "=" in generated
+
+
 def wait_for_paths(index, paths, given_up: set, progress: Callable[[str], None] | None) -> float:
     """Wait until `paths` are answered (each at most INDEX_WAIT_LIMIT_S; those not
     answered by then are added to `given_up`); returns the seconds waited."""
@@ -228,7 +288,7 @@ def wait_for_paths(index, paths, given_up: set, progress: Callable[[str], None] 
     if not waiting:
         return 0.0
     if progress is not None:
-        progress("computing the API members of " + ", ".join(".".join(p) for p in waiting))
+        progress("computing the API members of " + ", ".join(dotted(p) for p in waiting))
     for path in waiting:
         if not index.wait_ready([path], INDEX_WAIT_LIMIT_S):
             given_up.add(path)
@@ -237,7 +297,7 @@ def wait_for_paths(index, paths, given_up: set, progress: Callable[[str], None] 
 
 def indexing_result(request: CompletionRequest, pending, info: ConstraintInfo, started: float) -> CompletionResult:
     """The answer while API members `pending` are computed: no candidates, status "indexing"."""
-    names = ", ".join(".".join(p) for p in pending)
+    names = ", ".join(dotted(p) for p in pending)
     return CompletionResult(
         candidates=[],
         counters={"service_seconds": time.perf_counter() - started, "index_wait_seconds": 0.0},

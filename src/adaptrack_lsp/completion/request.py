@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adaptrack_lsp.config import Settings
+from adaptrack_lsp.constrainers.api_index import CALL
 from adaptrack_lsp.constrainers.imports import document_roots
 
 MODES = ("inline", "list")
@@ -95,7 +96,12 @@ class CompletionRequest:
             seed=request_seed(text, offset, mode) if seed is None else int(seed),
             typed_word=_WORD_TAIL.search(text, line_start, offset).group(0),
             import_roots=roots,
-            needed_paths=cursor_paths(text[line_start:offset], roots),
+            needed_paths=tuple(
+                dict.fromkeys(
+                    cursor_paths(text[line_start:offset], roots)
+                    + (open_call_paths(text, offset, roots) if (settings or Settings()).keyword_arguments else ())
+                )
+            ),
         )
 
     @property
@@ -123,6 +129,24 @@ def cursor_paths(line_prefix: str, roots: dict[str, tuple[str, ...]]) -> tuple[t
             chain = tuple(root) + tuple(names[1:])
             paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
     return tuple(dict.fromkeys(tuple(p) for p in paths))
+
+
+def open_call_paths(text: str, offset: int, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """The index paths the call the cursor is in needs (keyword arguments): the callee's
+    parent's members and the call's signature (``tf.nn.dropout(x, `` -> tensorflow.nn,
+    tensorflow.nn.dropout())."""
+    from adaptrack_lsp.constrainers.call_arguments import instance_bindings, open_call
+
+    try:
+        found = open_call(text[:offset], roots, instance_bindings(text, roots))
+    except Exception:  # a document the lexer cannot read needs nothing more
+        return ()
+    if found is None:
+        return ()
+    key = found[0]
+    callee = key[:-1]
+    needs = [callee[:-1]] if CALL not in callee and len(callee) > 1 else []
+    return (*needs, key)
 
 
 #: why a request stopped, most decisive first

@@ -158,6 +158,19 @@ class _PathInfo:
             self.sorted_names = sorted(self.members)
 
 
+def _near(info: _PathInfo, partial: str, limit: int = 6) -> str:
+    """" (members starting with pr: prod, product, …)" for a message ("" when none)."""
+    if not partial:
+        return ""
+    lo = bisect.bisect_left(info.sorted_names, partial)
+    hi = bisect.bisect_left(info.sorted_names, partial + "\U0010ffff", lo)
+    names = info.sorted_names[lo:hi]
+    if not names:
+        return ""
+    shown = ", ".join(names[:limit]) + (", …" if len(names) > limit else "")
+    return f" (members starting with {partial}: {shown})"
+
+
 class ApiMonitor(Constrainer):
     """Attribute chains on resolvable roots must name real members of `index`.
 
@@ -240,6 +253,52 @@ class ApiMonitor(Constrainer):
             members = self.path_info(state[1]).members
             return members is not None and state[2] in members
         return True
+
+    # -- explanations ------------------------------------------------------------------------
+    def rejection(self, state, text: str) -> str:
+        """Why `text` is rejected after `state`, naming the chain as the document writes
+        it and the package version: "tf.placeholder does not exist in tensorflow 2.21.0"
+        (when `text` holds the whole name), "no member of tf starts with pl in
+        tensorflow 2.21.0 (…: pad, parallel_stack, …)" (when it stops at the first
+        rejected character), "np.random.rand has no members"."""
+        current = state
+        for position, char in enumerate(text):
+            following, _violation = self.lex(current, char)
+            if following is None:
+                if current[0] == _MEMBER:
+                    rest = _WORD_RUN(text, position + 1)
+                    return self._missing_member(current[1], current[2], char, rest.group() if rest else "")
+                break
+            current = following
+        return super().rejection(state, text)
+
+    def written(self, path: tuple[str, ...]) -> str:
+        """`path` as the document writes it, through its longest import alias
+        (``("tensorflow", "compat", "v1")`` -> ``tf.compat.v1``)."""
+        best = None
+        for alias, root in (self._roots or {}).items():
+            if path[: len(root)] == root and (best is None or len(root) > len(best[1])):
+                best = (alias, root)
+        if best is None:
+            return ".".join(path)
+        return ".".join((best[0], *path[len(best[1]) :]))
+
+    def _missing_member(self, path: tuple[str, ...], partial: str, char: str, rest: str) -> str:
+        info = self.path_info(path)
+        written = self.written(path)
+        try:
+            version = self.index.packages().get(path[0], "")
+        except Exception:  # noqa: BLE001 - the version only decorates the message
+            version = ""
+        where = f" in {path[0]} {version}" if version and version != "unknown" else ""
+        if not info.members:
+            return f"{written} has no members{where}"
+        if is_identifier_char(char):
+            name = partial + char + rest
+            if rest:
+                return f"{written}.{name} does not exist{where}"
+            return f"no member of {written} starts with {name}{where}{_near(info, partial)}"
+        return f"{written}.{partial} does not exist{where}{_near(info, partial)}"
 
     # -- diagnostics -----------------------------------------------------------------------
     def resolved_chains(self, context, text: str) -> list[tuple[str, ...]]:

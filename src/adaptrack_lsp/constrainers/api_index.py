@@ -1,15 +1,27 @@
-"""API indexes: which attribute paths exist in an environment.
+"""API indexes: which attribute paths exist in an environment, and what calls take.
 
 `APIIndex.members(path)` answers for a module-qualified path such as
 ``("numpy", "linalg")``: a mapping of member name -> `Member`, or None when unknown
 (timeout, unresolvable, error) — unknown means *unconstrained*, never "empty".
+
+`APIIndex.signature(key)` answers for a *call key*: an expression path ending in
+`CALL` (``("numpy", "histogram", "()")``, the call of ``numpy.histogram``); a `CALL`
+inside the path is the value a call returns (``("pandas", "read_csv", "()", "to_csv",
+"()")``: the method ``to_csv`` of what ``pandas.read_csv()`` returns).  The answer is a
+`Signature`, or None when unknown (no signature, unresolvable, not computed in time):
+unknown means any keyword is allowed.  Member paths and call keys share `ready`,
+`prefetch` and `wait_ready`, so a signature still being computed is "pending" exactly
+like members are.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: the path element meaning "the call of the expression before it" (see the module docstring)
+CALL = "()"
 
 
 @dataclass(frozen=True)
@@ -19,6 +31,163 @@ class Member:
     kind: str
     #: whether the member can have members of its own (modules, classes, instances)
     has_members: bool = True
+
+
+#: parameter kinds, as `inspect.Parameter` names them (lower case)
+POSITIONAL_ONLY = "positional_only"
+POSITIONAL_OR_KEYWORD = "positional_or_keyword"
+VAR_POSITIONAL = "var_positional"
+KEYWORD_ONLY = "keyword_only"
+VAR_KEYWORD = "var_keyword"
+_KINDS_BY_INSPECT = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The parameters of a callable: (name, kind) pairs in order, kinds as in `inspect`.
+
+    Written (snapshots, caches, the introspection worker) as Python's own parameter
+    list notation: ``["a", "/", "b", "*", "c", "**kwargs"]`` (`to_list`, `from_list`).
+    """
+
+    parameters: tuple[tuple[str, str], ...]
+    #: names that can be passed as ``name=`` (positional-or-keyword and keyword-only)
+    keywords: frozenset[str] = field(init=False, repr=False, compare=False)
+    positional_only: frozenset[str] = field(init=False, repr=False, compare=False)
+    #: the callable takes ``**kwargs``: any keyword is allowed
+    any_keyword: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        kinds = dict(self.parameters)
+        object.__setattr__(self, "keywords", frozenset(n for n, k in kinds.items() if k in (POSITIONAL_OR_KEYWORD, KEYWORD_ONLY)))
+        object.__setattr__(self, "positional_only", frozenset(n for n, k in kinds.items() if k == POSITIONAL_ONLY))
+        object.__setattr__(self, "any_keyword", any(k == VAR_KEYWORD for k in kinds.values()))
+
+    def keyword_problem(self, name: str) -> str | None:
+        """None when ``name=`` is allowed; else "positional-only" or "unknown".  With
+        ``**kwargs`` every name is allowed (a positional-only name then lands in it)."""
+        if self.any_keyword or name in self.keywords:
+            return None
+        return "positional-only" if name in self.positional_only else "unknown"
+
+    def parameter_list(self) -> str:
+        """The parameters as a person reads them: ``x, rate, noise_shape, seed, name``."""
+        return ", ".join(self.to_list())
+
+    def to_list(self) -> list[str]:
+        """Python's parameter notation, one entry per item: names, ``/``, ``*``,
+        ``*args``, ``**kwargs``."""
+        out: list[str] = []
+        seen_positional_only = False
+        star_written = False
+        for name, kind in self.parameters:
+            if kind != POSITIONAL_ONLY and seen_positional_only:
+                out.append("/")
+                seen_positional_only = False
+            if kind == POSITIONAL_ONLY:
+                seen_positional_only = True
+                out.append(name)
+            elif kind == VAR_POSITIONAL:
+                star_written = True
+                out.append("*" + name)
+            elif kind == KEYWORD_ONLY:
+                if not star_written:
+                    out.append("*")
+                    star_written = True
+                out.append(name)
+            elif kind == VAR_KEYWORD:
+                out.append("**" + name)
+            else:
+                out.append(name)
+        if seen_positional_only:
+            out.append("/")
+        return out
+
+    @classmethod
+    def from_list(cls, items: Sequence[str]) -> Signature:
+        """The inverse of `to_list`; ValueError for anything else."""
+        if isinstance(items, str) or not isinstance(items, Sequence):
+            raise ValueError("a signature is a list of parameter strings")
+        parameters: list[tuple[str, str]] = []
+        pending: list[str] = []  # names before a "/" (positional-only once it comes)
+        keyword_only = False
+        for item in items:
+            if not isinstance(item, str):
+                raise ValueError(f"signature item {item!r} is not a string")
+            if item == "/":
+                if keyword_only:
+                    raise ValueError("'/' after '*' in a signature")
+                parameters.extend((name, POSITIONAL_ONLY) for name in pending)
+                pending = []
+                continue
+            if not item.startswith("*") and not keyword_only:
+                pending.append(_identifier(item))
+                continue
+            parameters.extend((name, POSITIONAL_OR_KEYWORD) for name in pending)
+            pending = []
+            if item == "*":
+                keyword_only = True
+            elif item.startswith("**"):
+                parameters.append((_identifier(item[2:]), VAR_KEYWORD))
+            elif item.startswith("*"):
+                parameters.append((_identifier(item[1:]), VAR_POSITIONAL))
+                keyword_only = True
+            else:
+                parameters.append((_identifier(item), KEYWORD_ONLY))
+        parameters.extend((name, POSITIONAL_OR_KEYWORD) for name in pending)
+        return cls(tuple(parameters))
+
+    @classmethod
+    def from_parameters(cls, parameters: Iterable, bound: bool = False) -> Signature:
+        """From parameter objects with ``.name`` and ``.kind`` (`inspect.Parameter`, or
+        jedi's ``ParamName``); `bound` drops the first parameter (``self`` of a method
+        taken from its class and called on an instance)."""
+        pairs = []
+        for parameter in parameters:
+            kind = parameter.kind
+            kind = kind.lower() if isinstance(kind, str) else _KINDS_BY_INSPECT[int(kind)]
+            pairs.append((str(parameter.name), kind))
+        if bound and pairs and pairs[0][1] in (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD):
+            pairs = pairs[1:]
+        return cls(tuple(pairs))
+
+    @classmethod
+    def merge(cls, signatures: Iterable[Signature]) -> Signature | None:
+        """One signature accepting what any of `signatures` accepts (overloads); None
+        for none.  A name keeps its most permissive kind."""
+        rank = {POSITIONAL_ONLY: 0, VAR_POSITIONAL: 0, POSITIONAL_OR_KEYWORD: 1, KEYWORD_ONLY: 1, VAR_KEYWORD: 2}
+        merged: dict[str, str] = {}
+        count = 0
+        for signature in signatures:
+            count += 1
+            for name, kind in signature.parameters:
+                old = merged.get(name)
+                if old is None or rank[kind] > rank[old]:
+                    merged[name] = kind
+        return cls(tuple(merged.items())) if count else None
+
+
+def _identifier(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError(f"signature parameter {name!r} is not an identifier")
+    return name
+
+
+def call_key(path: Sequence[str]) -> tuple[str, ...]:
+    """The call key of the expression `path` (``("numpy", "histogram", "()")``)."""
+    return (*path, CALL)
+
+
+def is_call_key(key: Sequence[str]) -> bool:
+    return bool(key) and key[-1] == CALL
+
+
+def dotted(key: Sequence[str]) -> str:
+    """A member path or call key as written: ``numpy.linalg``, ``pandas.read_csv().to_csv()``."""
+    text = ""
+    for part in key:
+        text += part if part == CALL or not text else "." + part
+    return text
 
 
 class APIIndex(ABC):
@@ -33,17 +202,24 @@ class APIIndex(ABC):
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
         """Members of `path` (a module-qualified dotted path), None when unknown."""
 
+    def signature(self, key: tuple[str, ...]) -> Signature | None:
+        """The signature of the call `key` (a call key, see the module docstring); None
+        when unknown (then any keyword is allowed).  Default: unknown."""
+        return None
+
     def packages(self) -> dict[str, str]:
         """Top-level package -> version for the packages this index has answered about."""
         return {}
 
     def ready(self, path: tuple[str, ...]) -> bool:
-        """Whether `members(path)` answers now, without waiting (indexes that compute
-        answers in the background say False while `path` is being computed)."""
+        """Whether `members(path)` (or `signature(path)` for a call key) answers now,
+        without waiting (indexes that compute answers in the background say False while
+        `path` is being computed)."""
         return True
 
     def prefetch(self, path: tuple[str, ...]) -> None:  # noqa: B027 - an optional hook
-        """Start computing `path` in the background (no-op where answers are immediate)."""
+        """Start computing `path` (a member path or call key) in the background (no-op
+        where answers are immediate)."""
 
     def wait_ready(self, paths, timeout_s: float) -> bool:
         """Wait until every path of `paths` is `ready` (at most `timeout_s`)."""
@@ -120,7 +296,12 @@ _EXPORTS = {
 
 __all__ = [  # noqa: PLE0604 - the lazily exported names are strings too
     "APIIndex",
+    "CALL",
     "Member",
+    "Signature",
+    "call_key",
+    "dotted",
+    "is_call_key",
     "bundled_snapshot",
     "path_exists",
     *_EXPORTS,

@@ -11,7 +11,7 @@ cursor needs that are still being computed.
 
 `token_constraint` turns an index (or a `ReadyOnlyIndex` view of it) into the id-level
 constraint a decoder uses: the API monitor AND the healed prefix AND clean text, over
-the model's vocabulary.
+the model's vocabulary, AND (at the token level) a grammar when one is given.
 """
 
 from __future__ import annotations
@@ -58,14 +58,22 @@ def token_constraint(
     roots: Mapping[str, tuple[str, ...]] | None = None,
     forced_prefix: str = "",
     clean: bool = False,
+    keywords_index=None,
+    keyword_choices=None,
+    grammar=None,
 ):
     """The id-level constraint for one generation after `prefix` in `document`.
 
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
-    document's import `roots` (learned from `document` when None).  A fresh monitor
-    per call: monitors cache "unknown" answers, and an answer that was not ready last
-    time may be ready now (the index caches)."""
+    document's import `roots` (learned from `document` when None),
+    `KeywordArguments(keywords_index)` (keyword names in resolved calls are parameters
+    of the signatures `keywords_index` gives; usually the same index or view),
+    `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
+    keyword items), and `grammar` (a `GrammarSpec`: the generated text must stay a
+    prefix of the grammar's language; ANDed at the token level with the rest).  A fresh
+    monitor per call: monitors cache "unknown" answers, and an answer that was not
+    ready last time may be ready now (the index caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
     from adaptrack_lsp.constrainers.base import Unconstrained
     from adaptrack_lsp.constrainers.token_index import TokenIndex
@@ -79,17 +87,35 @@ def token_constraint(
         from adaptrack_lsp.constrainers.compose import ForcedPrefix
 
         parts.append(ForcedPrefix(forced_prefix))
+    if keyword_choices:
+        from adaptrack_lsp.constrainers.call_arguments import KeywordChoice
+
+        parts.append(KeywordChoice(keyword_choices))
     if index is not None:
         parts.append(ApiMonitor(index, roots=roots))
+    if keywords_index is not None:
+        from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
+
+        parts.append(KeywordArguments(keywords_index, roots=roots))
+    grammar_part = None
+    if grammar is not None:
+        from adaptrack_lsp.constrainers.grammar import grammar_constraint
+
+        grammar_part = grammar_constraint(vocab, grammar)
     if not parts:
-        return Unconstrained(vocab)
+        return grammar_part if grammar_part is not None else Unconstrained(vocab)
     if len(parts) == 1:
         constrainer = parts[0]
     else:
         from adaptrack_lsp.constrainers.compose import AllOf
 
         constrainer = AllOf(*parts)
-    return TokenIndex(constrainer, vocab, context=ConstraintContext(document=document, prefix=prefix))
+    text_part = TokenIndex(constrainer, vocab, context=ConstraintContext(document=document, prefix=prefix))
+    if grammar_part is None:
+        return text_part
+    from adaptrack_lsp.constrainers.compose import TokenAllOf
+
+    return TokenAllOf(text_part, grammar_part)
 
 
 class ConstraintEnvironment:

@@ -1,7 +1,9 @@
 """The on-disk API index cache, and the facts it is keyed by.
 
 One JSON file per (environment, top-level package, package version, mode) under
-``<cache root>/api-index/<environment key>/``.  The environment key hashes the
+``<cache root>/api-index/<environment key>/``: the members of dotted paths
+(``"paths"``) and the signatures of calls (``"signatures"``, keyed by the dotted call
+``numpy.histogram()``; a file without them is still read).  The environment key hashes the
 interpreter's real path and Python version; the file name carries the package name and
 version.  Each cached path also records the size and modification time of the module
 files it was computed from (`module_stamps`); an entry whose files changed is
@@ -201,6 +203,13 @@ def _valid_entry(entry: object) -> bool:
     return True
 
 
+def _valid_signature_entry(entry: object) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
+        return False
+    items = entry.get("signature")
+    return items is None or (isinstance(items, list) and all(isinstance(item, str) for item in items))
+
+
 _UNWRITABLE: set[str] = set()
 _UNWRITABLE_LOCK = threading.Lock()
 
@@ -217,16 +226,15 @@ class IndexCache:
         safe_version = re.sub(r"[^A-Za-z0-9.+-]", "_", version)
         return self.folder / environment.key / f"{package}-{safe_version}.{mode}.v{CACHE_FORMAT}.json"
 
-    def load(self, file: Path, package: str, version: str) -> dict[str, dict]:
-        """dotted path -> entry, for the well-formed entries of `file` ({} when absent,
-        unreadable or not a cache file of this package version)."""
+    def _read(self, file: Path, package: str, version: str) -> dict | None:
+        """The cache file's data when it is a cache of this package version, else None."""
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return {}
+            return None
         except (OSError, ValueError, UnicodeDecodeError) as error:
             log.info("API index cache %s is unreadable (%s); rebuilding it", file, error)
-            return {}
+            return None
         if not (
             isinstance(data, dict)
             and data.get("format") == CACHE_FORMAT
@@ -235,16 +243,53 @@ class IndexCache:
             and isinstance(data.get("paths"), dict)
         ):
             log.info("API index cache %s is not a cache of %s %s; rebuilding it", file, package, version)
-            return {}
-        return {key: entry for key, entry in data["paths"].items() if isinstance(key, str) and _valid_entry(entry)}
+            return None
+        return data
 
-    def store(self, file: Path, package: str, version: str, paths: dict[str, dict], extra: dict | None = None) -> None:
-        """Write `paths` (merged with what is on disk now) atomically; never raises."""
+    def load(self, file: Path, package: str, version: str) -> dict[str, dict]:
+        """dotted path -> entry, for the well-formed entries of `file` ({} when absent,
+        unreadable or not a cache file of this package version)."""
+        return self.load_all(file, package, version)[0]
+
+    def load_all(self, file: Path, package: str, version: str) -> tuple[dict[str, dict], dict[str, dict]]:
+        """(dotted path -> members entry, dotted call -> signature entry) of `file`, the
+        well-formed entries only."""
+        data = self._read(file, package, version)
+        if data is None:
+            return {}, {}
+        paths = {key: entry for key, entry in data["paths"].items() if isinstance(key, str) and _valid_entry(entry)}
+        raw = data.get("signatures")
+        signatures = (
+            {key: entry for key, entry in raw.items() if isinstance(key, str) and _valid_signature_entry(entry)}
+            if isinstance(raw, dict)
+            else {}
+        )
+        return paths, signatures
+
+    def store(
+        self,
+        file: Path,
+        package: str,
+        version: str,
+        paths: dict[str, dict],
+        extra: dict | None = None,
+        signatures: dict[str, dict] | None = None,
+    ) -> None:
+        """Write `paths` and `signatures` (merged with what is on disk now) atomically;
+        never raises."""
         if not self.writable:
             return
         with self._lock:
-            merged = {**self.load(file, package, version), **paths}
-            data = {"format": CACHE_FORMAT, "package": package, "version": version, **(extra or {}), "paths": merged}
+            old_paths, old_signatures = self.load_all(file, package, version)
+            merged = {**old_paths, **paths}
+            data = {
+                "format": CACHE_FORMAT,
+                "package": package,
+                "version": version,
+                **(extra or {}),
+                "paths": merged,
+                "signatures": {**old_signatures, **(signatures or {})},
+            }
             temporary = None
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)

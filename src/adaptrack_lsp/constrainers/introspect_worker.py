@@ -16,13 +16,22 @@ tests):
   lazy loaders) must also answer ``dir()``; if loading it raises, it is absent;
 - a **removed-API placeholder** is a Python function whose body is only an optional
   docstring followed by a single ``raise`` (``torch.matrix_rank`` in torch 2.x); it
-  counts as absent.
+  counts as absent;
+- the **signature** of a callable is ``inspect.signature`` of it (a class: of its
+  constructor), written in Python's parameter notation (``["x", "rate", "/", "*",
+  "seed", "**kwargs"]``, `signature_items`); a method reached through a class after
+  ``()`` (an instance) drops its first parameter.  None when ``inspect`` finds no
+  signature (C functions without text signatures): any keyword is then allowed.
 
 Modes:
 
 - ``--serve``: JSON lines on stdin/stdout.  Request ``{"id": 1, "op": "members",
   "path": ["numpy", "linalg"], "extra": ["matlib"]}``, answer ``{"id": 1, "members":
   {"norm": ["function", false], ...}}`` or ``{"id": 1, "members": null, "error": "..."}``.
+  With ``"signatures": true`` the answer also has ``"signatures": {"histogram": [...],
+  ...}`` for the callable members.  ``{"op": "signature", "path": ["pandas",
+  "DataFrame", "()", "to_csv"]}`` answers ``{"id": .., "signature": [...]}`` (``null``
+  and ``"error"`` when there is none); a ``"()"`` may only follow a class.
   ``{"op": "ping"}`` answers ``{"id": .., "pong": true, "python": "3.11.7"}``.
 - ``--walk PACKAGE [--max-depth N]``: print a snapshot JSON of the package's public API.
 - ``--limits as=BYTES,cpu=SECONDS,fsize=BYTES,core=0``: resource limits this process
@@ -147,6 +156,22 @@ def public_members(obj, extra_names=()) -> dict:
     return result
 
 
+def member_signatures(obj, members) -> dict:
+    """name -> `signature_of` for the callable members (functions, classes, callable
+    instances) of `obj`; members without a signature are left out."""
+    found = {}
+    for name, (kind, _) in members.items():
+        if kind == "module":
+            continue
+        try:
+            items = signature_of(member_value(obj, name))
+        except Exception:
+            continue
+        if items is not None:
+            found[name] = items
+    return found
+
+
 def resolve(path):
     """Import ``path[0]`` and follow the attribute chain; submodules are imported when
     the parent does not expose them yet (``import a.b`` makes ``a.b`` valid)."""
@@ -165,6 +190,87 @@ def resolve(path):
         if is_placeholder(obj):
             raise AttributeError("%s is a removed-API placeholder" % ".".join(path[: i + 1]))
     return obj
+
+
+# --------------------------------------------------------------------------- signatures
+
+_NOTATION = {
+    inspect.Parameter.VAR_POSITIONAL: "*",
+    inspect.Parameter.VAR_KEYWORD: "**",
+}
+
+
+def signature_items(signature, bound=False):
+    """`signature` (an ``inspect.Signature``) in Python's parameter notation, one list
+    item per parameter plus the ``/`` and ``*`` markers; `bound` drops the first
+    positional parameter (``self``)."""
+    parameters = list(signature.parameters.values())
+    if bound and parameters and parameters[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        parameters = parameters[1:]
+    items = []
+    positional_only_open = False
+    star_written = False
+    for parameter in parameters:
+        kind = parameter.kind
+        if positional_only_open and kind != inspect.Parameter.POSITIONAL_ONLY:
+            items.append("/")
+            positional_only_open = False
+        if kind == inspect.Parameter.POSITIONAL_ONLY:
+            positional_only_open = True
+            items.append(parameter.name)
+        elif kind == inspect.Parameter.VAR_POSITIONAL:
+            star_written = True
+            items.append("*" + parameter.name)
+        elif kind == inspect.Parameter.KEYWORD_ONLY:
+            if not star_written:
+                items.append("*")
+                star_written = True
+            items.append(parameter.name)
+        else:
+            items.append(_NOTATION.get(kind, "") + parameter.name)
+    if positional_only_open:
+        items.append("/")
+    return items
+
+
+def signature_of(obj, bound=False):
+    """`signature_items` of `obj`, or None when it has none (or is not callable)."""
+    if isinstance(obj, types.ModuleType) or not callable(obj):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            signature = inspect.signature(obj)
+    except Exception:
+        return None
+    return signature_items(signature, bound)
+
+
+def resolve_call(path):
+    """(callable, bound) for a path whose ``"()"`` parts follow classes: the value of
+    the chain, where ``Class, "()"`` stands for an instance (its methods are looked up
+    on the class and lose their first parameter)."""
+    if "()" not in path:
+        return resolve(path), False
+    first = path.index("()")
+    obj = resolve(path[:first])
+    if not inspect.isclass(obj):
+        raise TypeError("%s is not a class: the type of what it returns is unknown here" % ".".join(path[:first]))
+    owner = obj
+    bound = False
+    for name in path[first + 1 :]:
+        if name == "()":
+            if not inspect.isclass(owner):
+                raise TypeError("a call of %s: only calls of classes are followed" % name)
+            bound = False
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            static = inspect.getattr_static(owner, name)
+            value = getattr(owner, name)
+        bound = inspect.isfunction(static)  # a plain function on a class: a method of its instances
+        owner = value
+    return owner, bound
 
 
 # --------------------------------------------------------------------------- walk
@@ -214,6 +320,7 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
 
     names: list = []
     kinds: dict = {}
+    signatures: dict = {}
     visited = {root.__name__}
     queue = [((package,), root)]
     while queue:
@@ -224,6 +331,13 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
                 dotted = ".".join(child_path)
                 names.append(dotted)
                 kinds[dotted] = kind
+                if kind != "module":  # functions, classes, callable instances (numpy's ufuncs)
+                    try:
+                        items = signature_of(member_value(module, name))
+                    except Exception:
+                        items = None
+                    if items is not None:
+                        signatures[dotted + "()"] = items
                 if kind != "module" or len(child_path) - 1 >= max_depth or name in path:
                     continue
                 try:
@@ -244,6 +358,7 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
         "max_depth": max_depth,
         "names": sorted(names),
         "kinds": {name: kinds[name] for name in sorted(kinds)},
+        "signatures": {name: signatures[name] for name in sorted(signatures)},
     }
 
 
@@ -267,8 +382,20 @@ def handle(request: dict) -> dict:
             obj = resolve(path)
             members = public_members(obj, request.get("extra") or ())
             answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}
+            if request.get("signatures"):
+                answer["signatures"] = member_signatures(obj, members)
         except (Exception, SystemExit) as error:  # an import may even call sys.exit
             answer.update(members=None, error="%s: %s" % (type(error).__name__, error))
+        return answer
+    if op == "signature":
+        path = [str(part) for part in request.get("path") or []]
+        try:
+            obj, bound = resolve_call(path)
+            answer["signature"] = signature_of(obj, bound)
+            if answer["signature"] is None:
+                answer["error"] = "no signature"
+        except (Exception, SystemExit) as error:
+            answer.update(signature=None, error="%s: %s" % (type(error).__name__, error))
         return answer
     answer["error"] = "unknown op %r" % (op,)
     return answer

@@ -94,6 +94,20 @@ class IntrospectionAnswer:
     error: str = ""
     #: True when the failure says nothing about the path (timeout, crash, not started)
     transient: bool = False
+    #: member name -> parameters (`Signature.to_list` notation) of the callable members,
+    #: when asked for
+    signatures: Mapping[str, Sequence[str]] | None = None
+
+
+@dataclass(frozen=True)
+class SignatureAnswer:
+    """What the worker said about one call."""
+
+    #: parameters in `Signature.to_list` notation, None when there is none / no answer
+    items: Sequence[str] | None
+    error: str = ""
+    #: True when the failure says nothing about the call (timeout, crash, not started)
+    transient: bool = False
 
 
 class RuntimeIntrospector:
@@ -248,16 +262,33 @@ class RuntimeIntrospector:
         answer, _ = self.request({"op": "ping"}, timeout_s)
         return dict(answer.get("limits") or {}) if answer else None
 
-    def members(self, path: Sequence[str], extra: Sequence[str] = (), timeout_s: float | None = None) -> IntrospectionAnswer:
-        """Public members of `path` in the worker's environment."""
-        answer, failure = self.request({"op": "members", "path": list(path), "extra": sorted(set(extra))}, timeout_s)
+    def members(
+        self, path: Sequence[str], extra: Sequence[str] = (), timeout_s: float | None = None, signatures: bool = False
+    ) -> IntrospectionAnswer:
+        """Public members of `path` in the worker's environment (and, with `signatures`,
+        the parameters of its callable members)."""
+        payload = {"op": "members", "path": list(path), "extra": sorted(set(extra))}
+        if signatures:
+            payload["signatures"] = True
+        answer, failure = self.request(payload, timeout_s)
         if failure is not None:
             return failure
         raw = answer.get("members")
         if raw is None:
             return IntrospectionAnswer(None, str(answer.get("error", "unresolvable")), transient=False)
         members = {name: Member(name, str(kind), bool(flag)) for name, (kind, flag) in raw.items()}
-        return IntrospectionAnswer(members)
+        found = answer.get("signatures")
+        return IntrospectionAnswer(members, signatures=dict(found) if isinstance(found, dict) else None)
+
+    def signature(self, path: Sequence[str], timeout_s: float | None = None) -> SignatureAnswer:
+        """The parameters of the callable `path` (``"()"`` after a class: an instance)."""
+        answer, failure = self.request({"op": "signature", "path": list(path)}, timeout_s)
+        if failure is not None:
+            return SignatureAnswer(None, failure.error, transient=True)
+        items = answer.get("signature")
+        if not isinstance(items, list):
+            return SignatureAnswer(None, str(answer.get("error", "no signature")))
+        return SignatureAnswer(items)
 
 
 def _pump(stream, put) -> None:

@@ -20,6 +20,19 @@ Where the answer comes from, per path (``("numpy", "linalg")``):
    ``runtime_introspection=False``, or when the module cannot be imported, the jedi
    answer stands.
 
+Signatures of calls (call keys, ``("numpy", "histogram", "()")``, see `api_index`):
+
+1. With runtime introspection, the worker answers a module's members together with
+   the signatures of its callable members (``inspect.signature``), so a module
+   function's signature is known as soon as its module's members are; a callee it did
+   not cover (a method, a class path) is asked on its own.
+2. Otherwise, or where the runtime finds nothing to resolve, jedi's
+   ``Script.get_signatures`` on ``import m\nm.f(`` (overloads merged: a name any of
+   them takes is allowed).  A method of what a call returns (``pandas.read_csv().to_csv``)
+   is written as that call: jedi infers the result's type; the runtime is asked about
+   the type jedi names (a class's instances need no inference).
+Nothing is found: None (any keyword allowed), as definitive as a found signature.
+
 Every lookup runs on one background thread; a caller waits at most ``timeout_s`` and
 gets ``None`` (unknown = unconstrained) when the answer is not ready, while the lookup
 finishes in the background and fills the cache (`ready` and `prefetch` let a caller
@@ -47,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptrack_lsp.config import cache_root as default_cache_dir
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.constrainers.api_index import CALL, APIIndex, Member, Signature, dotted, is_call_key
 from adaptrack_lsp.constrainers.index_cache import (
     PROBE_TIMEOUT_S,
     EnvironmentFacts,
@@ -291,10 +304,12 @@ class JediIndex(APIIndex):
 
         self._lock = threading.Lock()
         self._memory: dict[tuple[str, ...], dict[str, Member] | None] = {}
+        #: call key -> signature (None: none found) for answered calls
+        self._signatures: dict[tuple[str, ...], Signature | None] = {}
         self._pending: dict[tuple[str, ...], concurrent.futures.Future] = {}
         self._failed_at: dict[tuple[str, ...], float] = {}
         self._root_versions: dict[str, str] = {}
-        self._disk: dict[str, dict] = {}  # root -> {"file": Path|None, "paths": {...}}
+        self._disk: dict[str, dict] = {}  # root -> {"file": Path|None, "paths": {...}, "signatures": {...}}
         self._jobs: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self.probe_timeout_s = PROBE_TIMEOUT_S
@@ -352,27 +367,62 @@ class JediIndex(APIIndex):
             log.warning("API index: lookup of %s failed: %s", ".".join(path), error)
             return None
 
+    def signature(self, key: tuple[str, ...]) -> Signature | None:
+        """The signature of call `key` (waits at most `timeout_s`; None when unknown)."""
+        key = tuple(key)
+        if self.problem or not _valid_call_key(key):
+            return None
+        with self._lock:
+            if key in self._signatures:
+                return self._signatures[key]
+            future = self._submit_locked(key)
+            if future is None:
+                return None
+        try:
+            future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            log.debug("API index: signature of %s not answered within %.3g s (unknown for now)", dotted(key), self.timeout_s)
+            return None
+        except Exception as error:
+            log.debug("API index: signature of %s failed to load: %s", dotted(key), error)
+            return None
+        with self._lock:
+            return self._signatures.get(key)
+
     def prefetch(self, path: tuple[str, ...]) -> None:
-        """Start looking `path` up in the background (e.g. for the document's imports)."""
+        """Start looking `path` (a member path or call key) up in the background (e.g.
+        for the document's imports)."""
         path = tuple(path)
         if self.problem or not path:
             return
         with self._lock:
-            if path not in self._memory:
+            if path not in (self._signatures if is_call_key(path) else self._memory):
                 self._submit_locked(path)
 
     def ready(self, path: tuple[str, ...]) -> bool:
-        """Whether `members(path)` answers now, without waiting for a lookup."""
+        """Whether `members(path)` (`signature(path)` for a call key) answers now,
+        without waiting for a lookup."""
         path = tuple(path)
-        if self.problem or not path or not all(isinstance(p, str) and p.isidentifier() for p in path):
+        call = is_call_key(path)
+        if self.problem or not path or not (_valid_call_key(path) if call else all(isinstance(p, str) and p.isidentifier() for p in path)):
             return True
         with self._lock:
-            if path in self._memory:
+            if path in (self._signatures if call else self._memory):
                 return True
             failed_at = self._failed_at.get(path)
             if path not in self._pending and failed_at is not None and time.monotonic() - failed_at < RETRY_FAILED_AFTER_S:
                 return True
-        return self._answer_from_disk(path)
+        return self._signature_from_disk(path) if call else self._answer_from_disk(path)
+
+    def _signature_from_disk(self, key: tuple[str, ...]) -> bool:
+        entry = self._disk.get(key[0])
+        cached = entry["signatures"].get(dotted(key)) if entry is not None else None
+        if cached is None or not stamps_match(cached.get("files")):
+            return False
+        signature = _signature_or_none(cached.get("signature"))
+        with self._lock:
+            self._signatures.setdefault(key, signature)
+        return True
 
     def _answer_from_disk(self, path: tuple[str, ...]) -> bool:
         """Move `path`'s answer from the loaded disk cache of its package into memory
@@ -436,20 +486,22 @@ class JediIndex(APIIndex):
                 return
             path, future = job
             started = time.perf_counter()
+            call = is_call_key(path)
             try:
-                members, definitive = self._lookup(path)
+                answer, definitive = self._lookup_signature(path) if call else self._lookup(path)
             except Exception as error:  # jedi raising on odd code is "unknown"
-                log.warning("API index: %s: %s: %s", ".".join(path), type(error).__name__, error)
-                members, definitive = None, False
+                # (a signature that fails to load only leaves a call's keywords open)
+                (log.debug if call else log.warning)("API index: %s: %s: %s", dotted(path), type(error).__name__, error)
+                answer, definitive = None, False
             with self._lock:
                 self.busy_seconds += time.perf_counter() - started
                 self._pending.pop(path, None)
                 if definitive:
-                    self._memory[path] = members
+                    (self._signatures if call else self._memory)[path] = answer
                     self._failed_at.pop(path, None)
                 else:
                     self._failed_at[path] = time.monotonic()
-            future.set_result(members)
+            future.set_result(answer)
 
     # ------------------------------------------------------------------ environment
 
@@ -583,22 +635,25 @@ class JediIndex(APIIndex):
         version = self._root_version(root, root_file)
         file = None
         paths: dict = {}
+        signatures: dict = {}
         if version is not None and self._disk_cache is not None and self._facts is not None:
             mode = "runtime" if self.runtime_introspection else "static"
             file = self._disk_cache.file(self._facts, root, version, mode)
-            paths = self._disk_cache.load(file, root, version)
-        entry = {"file": file, "paths": paths, "version": version}
+            paths, signatures = self._disk_cache.load_all(file, root, version)
+        entry = {"file": file, "paths": paths, "signatures": signatures, "version": version}
         self._disk[root] = entry
         with self._lock:
             self._root_versions[root] = version or "unknown"
         return entry
 
-    def _save(self, root: str, entry: dict, key: str) -> None:
+    def _save(self, root: str, entry: dict, key: str | None, signature_keys=()) -> None:
         file = entry["file"]
         if file is None or self._disk_cache is None:
             return
         extra = {"python": self.python, "python_version": self._python_version}
-        self._disk_cache.store(file, root, entry["version"], {key: entry["paths"][key]}, extra)
+        paths = {key: entry["paths"][key]} if key is not None else {}
+        signatures = {name: entry["signatures"][name] for name in signature_keys}
+        self._disk_cache.store(file, root, entry["version"], paths, extra, signatures)
 
     # ------------------------------------------------------------------ lookups
 
@@ -620,10 +675,14 @@ class JediIndex(APIIndex):
         self._ensure_environment()
         members, is_module = self._jedi_members(path)
         via = "jedi"
+        found_signatures: dict[str, Signature | None] = {}
         if self.runtime_introspection and (not members or is_module):
-            answer = self._introspection().members(path, extra=sorted(members), timeout_s=self.runtime_timeout_s)
+            answer = self._introspection().members(path, extra=sorted(members), timeout_s=self.runtime_timeout_s, signatures=True)
             if answer.members is not None:
                 members, via = dict(answer.members), "runtime"
+                for name, member in members.items():
+                    if member.kind != "module":
+                        found_signatures[name] = _signature_or_none((answer.signatures or {}).get(name))
             elif answer.transient:
                 return None, False
             elif not members:
@@ -636,8 +695,118 @@ class JediIndex(APIIndex):
             "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
             "files": stamps,
         }
-        self._save(path[0], entry, key)
+        signature_keys = []
+        for name, signature in found_signatures.items():
+            call = (*path, name, CALL)
+            entry["signatures"][dotted(call)] = {
+                "via": "runtime",
+                "signature": signature.to_list() if signature is not None else None,
+                "files": stamps,
+            }
+            signature_keys.append(dotted(call))
+            with self._lock:
+                self._signatures.setdefault(call, signature)
+        self._save(path[0], entry, key, signature_keys)
         return members, True
+
+    def _lookup_signature(self, key: tuple[str, ...]) -> tuple[Signature | None, bool]:
+        """(signature, definitive) for call `key`; runs on the background thread."""
+        if not self._ensure_facts():
+            return None, True
+        callee = key[:-1]
+        root_file = None
+        if key[0] not in self._disk:
+            root_file = next(iter(module_location(key[:1], self._sys_path)), None)
+        entry = self._disk_entry(key[0], root_file)
+        name = dotted(key)
+        cached = entry["signatures"].get(name)
+        if cached is not None and stamps_match(cached.get("files")):
+            return _signature_or_none(cached.get("signature")), True
+        plain = callee[: callee.index(CALL)] if CALL in callee else callee
+        stamps = module_stamps(plain, self._sys_path)
+        if self.runtime_introspection and CALL not in callee and len(callee) > 1:
+            # the parent's members come with the signatures of its callables
+            parent = callee[:-1]
+            with self._lock:
+                known = parent in self._memory
+            if not known:
+                members, definitive = self._lookup(parent)
+                if definitive:
+                    with self._lock:
+                        self._memory[parent] = members
+            with self._lock:
+                if key in self._signatures:
+                    return self._signatures[key], True
+        self._ensure_environment()
+        signature, via, definitive = self._compute_signature(callee)
+        if not definitive:
+            return None, False
+        entry["signatures"][name] = {"via": via, "signature": signature.to_list() if signature is not None else None, "files": stamps}
+        self._save(key[0], entry, None, [name])
+        return signature, True
+
+    def _compute_signature(self, callee: tuple[str, ...]) -> tuple[Signature | None, str, bool]:
+        """(signature, where it came from, definitive) of calling `callee`."""
+        target = callee
+        if self.runtime_introspection:
+            if CALL in callee:
+                first = callee.index(CALL)
+                result_type = self._result_type(callee[:first])
+                if result_type is not None:
+                    target = (*result_type, *callee[first:])
+            answer = self._introspection().signature(target, timeout_s=self.runtime_timeout_s)
+            if answer.transient:
+                return None, "runtime", False
+            if answer.items is not None:
+                return _signature_or_none(answer.items), "runtime", True
+            if answer.error == "no signature":
+                return None, "runtime", True  # found, but inspect sees no signature: any keyword
+            log.debug("runtime signature of %s: %s; asking jedi", dotted(target), answer.error)
+        return self._jedi_signature(callee), "jedi", True
+
+    def _jedi_signature(self, callee: tuple[str, ...]) -> Signature | None:
+        import jedi
+
+        module = callee[: callee.index(CALL)] if CALL in callee else callee
+        module = module[:-1] if len(module) > 1 else module
+        expression = dotted(callee)
+        script = jedi.Script(f"import {'.'.join(module)}\n{expression}(", environment=self._environment, project=self._project)
+        try:
+            found = script.get_signatures(2, len(expression) + 1)
+        except Exception as error:
+            log.debug("jedi signature of %s failed: %s: %s", expression, type(error).__name__, error)
+            return None
+        signature = Signature.merge(Signature.from_parameters(item.params) for item in found)
+        if signature is None:
+            log.debug("jedi finds no signature for %s()", expression)
+        return signature
+
+    def _result_type(self, callee: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The class path of what calling `callee` returns: the class itself for a
+        class, else the one type jedi infers (None when it infers none or several)."""
+        parent = callee[:-1]
+        with self._lock:
+            members = self._memory.get(parent) if parent else None
+        member = members.get(callee[-1]) if members else None
+        if member is not None and member.kind == "class":
+            return callee
+        import jedi
+
+        module = callee[:-1] if len(callee) > 1 else callee
+        expression = dotted(callee)
+        script = jedi.Script(
+            f"import {'.'.join(module)}\n_result = {expression}()\n_result", environment=self._environment, project=self._project
+        )
+        try:
+            names = script.infer(3, 1)
+        except Exception as error:
+            log.debug("jedi cannot infer the result of %s(): %s", expression, error)
+            return None
+        types_found = {tuple(name.full_name.split(".")) for name in names if name.type == "instance" and name.full_name}
+        if len(types_found) != 1:
+            log.debug("the result of %s() has %d inferred types", expression, len(types_found))
+            return None
+        return next(iter(types_found))
 
     def _jedi_members(self, path: tuple[str, ...]) -> tuple[dict[str, Member], bool]:
         """Public members of `path` according to jedi, and whether `path` is a module."""
@@ -708,6 +877,25 @@ class JediIndex(APIIndex):
                     return kind, True
             return kind, False
         return kind, False
+
+
+def _valid_call_key(key: tuple[str, ...]) -> bool:
+    return (
+        len(key) >= 2
+        and key[-1] == CALL
+        and key[0] != CALL
+        and all(isinstance(p, str) and (p == CALL or p.isidentifier()) for p in key)
+    )
+
+
+def _signature_or_none(items) -> Signature | None:
+    if items is None:
+        return None
+    try:
+        return Signature.from_list(items)
+    except ValueError as error:
+        log.debug("unreadable signature %r: %s", items, error)
+        return None
 
 
 def _is_stub_alias(internal_name) -> bool:

@@ -2,7 +2,8 @@
 
 Decoding runs under a time budget (`timeoutMs`); an index lookup that is still being
 computed (the first members of a big package take seconds) must not eat it.  The view
-answers what its index has ready, starts the lookup of anything else in the background,
+answers what its index has ready (members of paths and signatures of calls alike),
+starts the lookup of anything else in the background,
 answers "unknown" for it and records it in `pending`.  The caller stops the decode as
 soon as `pending` is not empty (see `completion.pipeline.run`), waits for or reports
 the pending paths, and decodes again once they are ready.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.constrainers.api_index import APIIndex, Member, Signature
 
 
 class ReadyOnlyIndex(APIIndex):
@@ -38,6 +39,19 @@ class ReadyOnlyIndex(APIIndex):
         with self._lock:
             if path not in self.pending:
                 self.pending.append(path)
+        return None
+
+    def signature(self, key: tuple[str, ...]) -> Signature | None:
+        """The signature of call `key` when ready; else unknown, and `key` is pending."""
+        key = tuple(key)
+        if self.index.ready(key):
+            return self.index.signature(key)
+        if key in self.unknown:
+            return None
+        self.index.prefetch(key)
+        with self._lock:
+            if key not in self.pending:
+                self.pending.append(key)
         return None
 
     def has_pending(self) -> bool:

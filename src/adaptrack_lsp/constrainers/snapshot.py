@@ -4,7 +4,13 @@ Format (``.json`` or ``.json.gz``)::
 
     {"package": "tensorflow", "version": "2.21.0", "root": "tensorflow",
      "names": ["tensorflow.compat.v1.losses.mean_pairwise_squared_error", ...],
-     "kinds": {"tensorflow.compat.v1.losses": "module", ...}}
+     "kinds": {"tensorflow.compat.v1.losses": "module", ...},
+     "signatures": {"tensorflow.nn.dropout()": ["x", "rate", "noise_shape", "seed", "name"], ...}}
+
+``signatures`` (optional; snapshots written before it have none, and then no call's
+keywords are constrained) maps a dotted call to its parameters in Python's notation
+(`api_index.Signature.to_list`: ``"/"``, ``"*"``, ``"*args"``, ``"**kwargs"``); a
+callable the walk found no signature for is left out (any keyword allowed).
 
 ``members(path)`` lists the children of `path` among the names.  A path that has no
 children in the snapshot (a class, a function, a module the snapshot did not walk) or
@@ -27,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.constrainers.api_index import APIIndex, Member, Signature, dotted
 
 #: deepest name walked, in dotted parts after the package
 DEFAULT_MAX_DEPTH = 8
@@ -99,6 +105,16 @@ def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = M
     kinds = data.get("kinds", {})
     if not isinstance(kinds, dict):
         raise SnapshotError(f"{origin}: 'kinds' must be an object")
+    signatures = data.get("signatures", {})
+    if not isinstance(signatures, dict):
+        raise SnapshotError(f"{origin}: 'signatures' must be an object (dotted call -> list of parameters)")
+    for call, items in signatures.items():
+        try:
+            if not call.endswith("()"):
+                raise ValueError("the key must end in ()")
+            Signature.from_list(items)
+        except ValueError as error:
+            raise SnapshotError(f"{origin}: signature of {call!r}: {error}") from None
 
 
 def write_snapshot(data: Mapping[str, Any], path: str | os.PathLike) -> None:
@@ -130,8 +146,8 @@ class SnapshotIndex(APIIndex):
         self.source = f"snapshot {self.package} {self.version}"
         kinds: Mapping[str, str] = data.get("kinds") or {}
         children: dict[tuple[str, ...], dict[str, Member]] = {}
-        for dotted in data["names"]:
-            parts = tuple(dotted.split("."))
+        for name_path in data["names"]:
+            parts = tuple(name_path.split("."))
             for depth in range(1, len(parts)):
                 parent, name = parts[:depth], parts[depth]
                 child = ".".join(parts[: depth + 1])
@@ -141,9 +157,26 @@ class SnapshotIndex(APIIndex):
                     members[name] = Member(name, kind, kind not in ("function", "keyword"))
         self._children = children
         self.names: list[str] = list(data["names"])
+        self._signature_items: Mapping[str, list[str]] = data.get("signatures") or {}
+        self._signatures: dict[str, Signature] = {}
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
         return self._children.get(tuple(path))
+
+    def signature(self, key: tuple[str, ...]) -> Signature | None:
+        """The stored signature of call `key` (None: not stored, any keyword allowed)."""
+        name = dotted(key)
+        found = self._signatures.get(name)
+        if found is None:
+            items = self._signature_items.get(name)
+            if items is None:
+                return None
+            found = self._signatures[name] = Signature.from_list(items)
+        return found
+
+    @property
+    def signature_count(self) -> int:
+        return len(self._signature_items)
 
     def packages(self) -> dict[str, str]:
         return {self.root: self.version}
@@ -170,10 +203,16 @@ def compat_v1_as_root(data: Mapping[str, Any], compat_prefix: str = "compat.v1")
         for name, kind in (data.get("kinds") or {}).items()
         if name.startswith(prefix)
     }
+    signatures = {
+        root + "." + name[len(prefix) :]: items
+        for name, items in (data.get("signatures") or {}).items()
+        if name.startswith(prefix)
+    }
     return {
-        **{k: v for k, v in data.items() if k not in ("names", "kinds")},
+        **{k: v for k, v in data.items() if k not in ("names", "kinds", "signatures")},
         "names": names,
         "kinds": kinds,
+        "signatures": signatures,
         "transform": f"{root}.{compat_prefix}.X -> {root}.X",
     }
 
@@ -186,23 +225,40 @@ def tensorflow_v1_setting(path: str | os.PathLike | None = None) -> SnapshotInde
     return SnapshotIndex(data=compat_v1_as_root(data))
 
 
-def names_to_snapshot(package: str, version: str, names: Iterable[str], kinds: Mapping[str, str] | None = None) -> dict[str, Any]:
-    return {"package": package, "version": version, "root": package, "names": sorted(set(names)), "kinds": dict(kinds or {})}
+def names_to_snapshot(
+    package: str,
+    version: str,
+    names: Iterable[str],
+    kinds: Mapping[str, str] | None = None,
+    signatures: Mapping[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "package": package,
+        "version": version,
+        "root": package,
+        "names": sorted(set(names)),
+        "kinds": dict(kinds or {}),
+        "signatures": {call: list(items) for call, items in sorted((signatures or {}).items())},
+    }
 
 
 def module_snapshot(package: str, submodules: Iterable[str] = ()) -> dict[str, Any]:
     """A shallow snapshot of `package` as importable in *this* process: its public names
     and those of the named `submodules` (e.g. ``("linalg", "random")``), with the
-    top-level modules marked as such.  Names that raise on access are left out.
+    top-level modules marked as such and the signatures of the callables (as the
+    introspection worker writes them).  Names that raise on access are left out.
 
     Quick and deterministic (tests, benchmarks); `adaptrack-lsp index` walks a package
     fully, in the environment that is indexed."""
     import importlib
     import types
 
+    from adaptrack_lsp.constrainers.introspect_worker import signature_of
+
     module = importlib.import_module(package)
     names: list[str] = []
     kinds: dict[str, str] = {}
+    signatures: dict[str, list[str]] = {}
     for prefix, owner in [(package, module), *((f"{package}.{s}", getattr(module, s)) for s in submodules)]:
         for name in dir(owner):
             if name.startswith("_"):
@@ -214,7 +270,10 @@ def module_snapshot(package: str, submodules: Iterable[str] = ()) -> dict[str, A
             names.append(f"{prefix}.{name}")
             if owner is module and isinstance(value, types.ModuleType):
                 kinds[f"{prefix}.{name}"] = "module"
-    return names_to_snapshot(package, str(getattr(module, "__version__", "") or "unknown"), names, kinds)
+            items = signature_of(value)
+            if items is not None:
+                signatures[f"{prefix}.{name}()"] = items
+    return names_to_snapshot(package, str(getattr(module, "__version__", "") or "unknown"), names, kinds, signatures)
 
 
 def walk_snapshot(python: str, package: str, max_depth: int = DEFAULT_MAX_DEPTH, timeout_s: float = DEFAULT_WALK_TIMEOUT_S) -> dict:

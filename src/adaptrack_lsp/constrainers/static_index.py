@@ -1,11 +1,11 @@
 """`StaticIndex`: an in-memory API index from a list of dotted names (tests, task files,
-evaluation, snapshots turned into names)."""
+evaluation, snapshots turned into names), with optional signatures."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.constrainers.api_index import APIIndex, Member, Signature, dotted
 
 
 class StaticIndex(APIIndex):
@@ -13,14 +13,24 @@ class StaticIndex(APIIndex):
 
     Every prefix of a name is a path with members; a path nobody names a member of is
     unknown (None) unless it is itself a listed name (then it has no members: ``{}``).
+    `signatures` maps a dotted call (``"numpy.histogram()"``, or
+    ``"sklearn.linear_model.LinearRegression().fit()"`` for a method of an instance) to
+    its parameters in `Signature.to_list` notation (or a `Signature`); other calls are
+    unknown.  `versions`: top-level package -> version (what `packages` says).
     """
 
-    def __init__(self, names: Iterable[str], source: str = "static names"):
+    def __init__(
+        self,
+        names: Iterable[str],
+        source: str = "static names",
+        signatures: Mapping[str, Sequence[str] | Signature] | None = None,
+        versions: Mapping[str, str] | None = None,
+    ):
         self.source = source
         self._members: dict[tuple[str, ...], dict[str, Member]] = {}
         self._leaves: set[tuple[str, ...]] = set()
-        for dotted in names:
-            parts = tuple(p for p in dotted.strip().split(".") if p)
+        for name in names:
+            parts = tuple(p for p in name.strip().split(".") if p)
             if not parts:
                 continue
             self._leaves.add(parts)
@@ -28,6 +38,11 @@ class StaticIndex(APIIndex):
                 self._members.setdefault(parts[:depth], {})[parts[depth]] = Member(
                     parts[depth], "name", True
                 )
+        self._signatures = {
+            call.removesuffix("()") + "()": value if isinstance(value, Signature) else Signature.from_list(value)
+            for call, value in (signatures or {}).items()
+        }
+        self._versions = dict(versions or {})
         self.lookups = 0
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
@@ -36,3 +51,9 @@ class StaticIndex(APIIndex):
         if found is not None:
             return found
         return {} if tuple(path) in self._leaves else None
+
+    def signature(self, key: tuple[str, ...]) -> Signature | None:
+        return self._signatures.get(dotted(key))
+
+    def packages(self) -> dict[str, str]:
+        return dict(self._versions)

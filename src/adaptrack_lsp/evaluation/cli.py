@@ -25,6 +25,8 @@ from adaptrack_lsp.evaluation.runner import RunSettings, run_api_evaluation
 log = logging.getLogger(__name__)
 
 SETTING_TITLES = {"v1": "TensorFlow v1 setting", "v2": "TensorFlow v2 setting"}
+#: token limit per completion of tfv1 / tfv1real (--max-new-tokens)
+DEFAULT_MAX_NEW_TOKENS = 64
 
 
 def _parse_value(text: str) -> Any:
@@ -63,11 +65,15 @@ def parse_decoders(text: str) -> list[str]:
 
 
 def run_eval(args) -> int:
+    from adaptrack_lsp.constrainers.grammar import GrammarLimitError
+
     try:
         if args.dataset == "dsl":
             return _run_dsl(args)
+        if args.max_new_tokens is None:
+            args.max_new_tokens = DEFAULT_MAX_NEW_TOKENS
         return _run_api(args)
-    except ValueError as error:
+    except (ValueError, GrammarLimitError) as error:
         print(f"adaptrack-lsp eval: {error}", file=sys.stderr)
         return 2
 
@@ -207,15 +213,27 @@ def _run_dsl(args) -> int:
     samples = 100 if args.samples is None else int(args.samples)
     if samples < 1:
         raise ValueError("--samples must be >= 1")
-    tasks = load_tasks(args.data)
+    grammar = getattr(args, "grammar", None)
+    if grammar is not None:
+        from adaptrack_lsp.constrainers.grammar import GrammarSpec
+
+        grammar = GrammarSpec.from_file(grammar)
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise ValueError("--max-new-tokens must be at least 1")
+    tasks = load_tasks(args.data, grammar=grammar, max_length=args.max_new_tokens)
     if args.limit is not None:
         tasks = tasks[: args.limit]
     out = Path(args.out)
     info = {"dataset": "dsl", "data": args.data, "samples": samples, "seed": args.seed, "decoders": decoders}
+    if grammar is not None:
+        info["grammar"] = grammar.source
+        info["length_cap"] = tasks[0].max_length if tasks else None
     records = run_dsl_evaluation(tasks, decoders, samples, args.seed, out, info, progress=not args.no_progress)
     names = [t.name for t in tasks]
     summary = summarize_dsl(records, decoders, names)
     model_label = "tabular task LMs (exact)"
+    if grammar is not None:
+        model_label += f", constraint: grammar {grammar.source} (P(s|c) enumerated up to {info['length_cap']} tokens)"
     report.write_json(out / "summary.json", {"dataset": "dsl", "model": model_label, "samples": samples, "tasks": names, "decoders": summary})
     (out / "table.md").write_text(report.dsl_table(summary, names, model_label), encoding="utf-8")
     curves = {t: {r["decoder"]: r["kl_curve"] for r in records if r["task"] == t} for t in names}

@@ -1,7 +1,8 @@
 """DSL / exactness evaluation (paper §6.4): how close each decoder's samples are to P(s|c).
 
 Tasks are the engine's task files (`evaluation/tasks.py`: a tabular LM, a finite set of
-valid sequences, and the exact P(s|c) by enumeration); the default is the paper's binary
+valid sequences, and the exact P(s|c) by enumeration), or their LMs under a grammar
+(`evaluation/grammar_tasks.py`, ``--grammar``); the default is the paper's binary
 task (5 random bits; valid: 00000 or a leading 1; P(00000|c) = 1/17).  Per task and
 decoder, one request draws `samples` sequences in order (AdapTrack and ASAp share their
 estimates across the samples of a request, as in the paper), and we report the KL
@@ -25,19 +26,30 @@ from adaptrack_lsp.evaluation.tasks import Task, binary_task, load_task
 DEFAULT_DSL_DECODERS = ("constrained", "asap", "adaptrack")
 
 
-def load_tasks(source: str | Path | None) -> list[Task]:
-    """The binary task (None), every ``*.json`` task in a folder (sorted), or one task file."""
+def load_tasks(source: str | Path | None, grammar=None, max_length: int | None = None) -> list[Task]:
+    """The binary task (None), every ``*.json`` task in a folder (sorted), or one task file.
+
+    With `grammar` (a `GrammarSpec`) each task's LM is constrained by the grammar alone
+    (`grammar_tasks.bind_grammar`; task files may then leave out `valid`), and the exact
+    P(s|c) comes from enumeration up to `max_length` tokens."""
     if source is None:
-        return [binary_task()]
-    path = Path(source)
-    if path.is_dir():
-        files = sorted(path.glob("*.json"))
-        if not files:
-            raise ValueError(f"{path} holds no *.json task files")
-        return [load_task(f) for f in files]
-    if path.is_file():
-        return [load_task(path)]
-    raise ValueError(f"DSL data {path} is neither a task file nor a folder of task files")
+        tasks = [binary_task()]
+    else:
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(path.glob("*.json"))
+            if not files:
+                raise ValueError(f"{path} holds no *.json task files")
+        elif path.is_file():
+            files = [path]
+        else:
+            raise ValueError(f"DSL data {path} is neither a task file nor a folder of task files")
+        tasks = [load_task(f, require_valid=grammar is None) for f in files]
+    if grammar is None:
+        return tasks
+    from adaptrack_lsp.evaluation.grammar_tasks import DEFAULT_GRAMMAR_CAP, bind_grammar
+
+    return [bind_grammar(task, grammar, max_length or DEFAULT_GRAMMAR_CAP) for task in tasks]
 
 
 def _finite(value: float) -> float | None:

@@ -9,10 +9,14 @@ A task is JSON::
 
 - P(. | path) is the `probs` of the `next` entry whose `prefix` equals the path exactly,
   else `default`; tokens missing from a `probs` object have probability 0; every
-  distribution sums to 1.
+  distribution sums to 1.  With ``"context": k`` (an n-gram LM of order k + 1) an
+  entry's `prefix` is matched against the last k tokens of the path (the whole path
+  while it is shorter), and no `prefix` is longer than k.
 - The constraint is prefix-closed: a sequence is allowed iff it is a prefix of some
   `valid` sequence.  Every valid sequence ends with `eos` (and has no other `eos`), so
-  EOS is allowed exactly where a valid sequence ends.
+  EOS is allowed exactly where a valid sequence ends.  A task used with a grammar
+  (`evaluation/grammar_tasks.py`: the grammar is then the whole constraint) may leave
+  `valid` out (`load_task(..., require_valid=False)`).
 
 This module owns loading and checking task files (`TaskError` names the bad field),
 building the `TabularLM` and the `SequenceConstraint`, the exact enumerations used as
@@ -110,6 +114,8 @@ class Task:
     table: dict[TokenPath, np.ndarray]
     valid: list[TokenPath]
     name: str = "task"
+    #: 0: `table` keys are whole paths; k > 0: the last k tokens of the path (n-gram)
+    context: int = 0
     vocab: Vocabulary = field(init=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +126,8 @@ class Task:
     # -- building blocks ---------------------------------------------------------------
     def language_model(self) -> TabularLM:
         """A fresh `TabularLM` (its own `tokens_fed` counter)."""
+        if self.context:
+            return TabularLM(self.vocab, conditional=self.probs)
         return TabularLM(self.vocab, default=self.default, table=self.table)
 
     def constraint(self) -> SequenceConstraint:
@@ -151,7 +159,10 @@ class Task:
 
     def probs(self, path: Sequence[int]) -> np.ndarray:
         """Exact P(. | path) (float64)."""
-        return self.table.get(tuple(path), self.default)
+        key = tuple(path)
+        if self.context:
+            key = key[-self.context :]
+        return self.table.get(key, self.default)
 
     # -- token names -------------------------------------------------------------------
     def ids(self, names: Sequence[str]) -> TokenPath:
@@ -190,24 +201,35 @@ class Task:
             return {}
         return {sequence: weight / total for sequence, weight in weights.items() if weight > 0.0}
 
-    def gcd_distribution(self, temperature: float = 1.0) -> GCDDistribution:
+    def gcd_distribution(self, temperature: float = 1.0, max_length: int | None = None) -> GCDDistribution:
         """The distribution greedy constrained decoding samples from.
 
         At every prefix the (tempered) conditional is restricted to the allowed tokens and
         renormalised; a sequence's probability is the product of those local
         probabilities.  Where no allowed token has positive probability GCD is stuck: that
-        mass is reported as `dead_end`.
+        mass is reported as `dead_end`, as is the mass of paths that reach `max_length`
+        tokens without EOS (when given).  Works with any `TokenConstraint` `constraint()`
+        returns (a task's valid sequences, a grammar).
         """
         constraint = self.constraint()
         result: dict[TokenPath, float] = {}
         dead_end = 0.0
-        stack: list[tuple[TokenPath, State, float]] = [((), constraint.initial_state(), 1.0)]
+        root = constraint.initial_state()
+        if root is None:
+            return GCDDistribution({}, 1.0)
+        stack: list[tuple[TokenPath, State, float]] = [((), root, 1.0)]
         while stack:
             path, state, mass = stack.pop()
             if path and path[-1] == self.eos_id:
                 result[path] = result.get(path, 0.0) + mass
                 continue
-            allowed = constraint.allowed_ids(state)
+            if max_length is not None and len(path) >= max_length:
+                dead_end += mass
+                continue
+            if isinstance(constraint, SequenceConstraint):
+                allowed = constraint.allowed_ids(state)
+            else:
+                allowed = np.flatnonzero(constraint.mask(state)).tolist()
             probabilities = _tempered(self.probs(path), temperature)
             allowed_mass = math.fsum(probabilities[i] for i in allowed)
             if allowed_mass <= 0.0:
@@ -237,13 +259,14 @@ class Task:
         def probs_object(values: np.ndarray) -> dict[str, float]:
             return {self.tokens[i]: float(p) for i, p in enumerate(values) if p > 0.0}
 
-        return {
-            "vocab": list(self.tokens),
-            "eos": self.eos,
-            "default": probs_object(self.default),
-            "next": [{"prefix": self.names(prefix), "probs": probs_object(values)} for prefix, values in self.table.items()],
-            "valid": [self.names(sequence) for sequence in self.valid],
-        }
+        data: dict[str, Any] = {"vocab": list(self.tokens), "eos": self.eos}
+        if self.context:
+            data["context"] = self.context
+        data["default"] = probs_object(self.default)
+        data["next"] = [{"prefix": self.names(prefix), "probs": probs_object(values)} for prefix, values in self.table.items()]
+        if self.valid:
+            data["valid"] = [self.names(sequence) for sequence in self.valid]
+        return data
 
 
 @dataclass
@@ -272,8 +295,9 @@ def _tempered(probabilities: np.ndarray, temperature: float) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # loading and checking
 # --------------------------------------------------------------------------------------
-def load_task(path: str | Path) -> Task:
-    """Read and check a task file; malformed content raises `TaskError` naming the field."""
+def load_task(path: str | Path, require_valid: bool = True) -> Task:
+    """Read and check a task file; malformed content raises `TaskError` naming the field.
+    `require_valid=False`: `valid` may be absent (a grammar is the constraint)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -284,21 +308,25 @@ def load_task(path: str | Path) -> Task:
     except json.JSONDecodeError as error:
         raise TaskError(f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
     try:
-        return task_from_dict(data, name=path.stem)
+        return task_from_dict(data, name=path.name.removesuffix(".json").removesuffix(".task"), require_valid=require_valid)
     except TaskError as error:
         raise TaskError(f"{path}: {error}") from None
 
 
-def task_from_dict(data: Any, name: str = "task") -> Task:
-    """Check a decoded task object and build the `Task`."""
+def task_from_dict(data: Any, name: str = "task", require_valid: bool = True) -> Task:
+    """Check a decoded task object and build the `Task` (`valid` may be absent when
+    not `require_valid`)."""
     if not isinstance(data, Mapping):
         raise TaskError("the task must be a JSON object")
-    unknown = sorted(set(data) - {"vocab", "eos", "default", "next", "valid", "name", "description"})
+    unknown = sorted(set(data) - {"vocab", "eos", "default", "next", "valid", "name", "description", "context"})
     if unknown:
         raise TaskError(f"unknown field(s): {', '.join(unknown)}")
-    for required in ("vocab", "eos", "default", "valid"):
+    for required in ("vocab", "eos", "default") + (("valid",) if require_valid else ()):
         if required not in data:
             raise TaskError(f"{required}: missing")
+    context = data.get("context", 0)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise TaskError(f"context: must be a non-negative integer, got {json.dumps(context)}")
 
     tokens = data["vocab"]
     if not isinstance(tokens, list) or not tokens:
@@ -365,12 +393,14 @@ def task_from_dict(data: Any, name: str = "task") -> Task:
         prefix = tuple(token_id(t, f"{where}.prefix[{i}]") for i, t in enumerate(entry["prefix"]))
         if eos_id in prefix:
             raise TaskError(f"{where}.prefix: contains the eos token {eos!r} (nothing follows EOS)")
+        if context and len(prefix) > context:
+            raise TaskError(f"{where}.prefix: {len(prefix)} tokens, longer than the context ({context})")
         if prefix in first_entry:
             raise TaskError(f"{where}.prefix: same prefix as next[{first_entry[prefix]}]")
         first_entry[prefix] = position
         table[prefix] = probabilities(entry["probs"], f"{where}.probs")
 
-    valid_data = data["valid"]
+    valid_data = data.get("valid", [])
     if not isinstance(valid_data, list):
         raise TaskError("valid: must be a list of token lists")
     valid: list[TokenPath] = []
@@ -388,7 +418,7 @@ def task_from_dict(data: Any, name: str = "task") -> Task:
     task_name = data.get("name", name)
     if not isinstance(task_name, str):
         raise TaskError("name: must be a string")
-    return Task(tokens=list(tokens), eos=eos, default=default, table=table, valid=valid, name=task_name)
+    return Task(tokens=list(tokens), eos=eos, default=default, table=table, valid=valid, name=task_name, context=context)
 
 
 # --------------------------------------------------------------------------------------

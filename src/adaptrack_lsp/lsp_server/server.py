@@ -28,7 +28,9 @@ running.  What this module owns besides the conversions:
 
 Completion lists sample `numSamples` times at max(temperature, 1.0) with `listDecoder`
 (default `exact`: exact samples of the constrained distribution), de-duplicate and rank
-by model probability; ghost text uses `decoder`, greedy at temperature 0 (the default).
+by model probability; at the start of an argument of a call whose signature is known
+they add the call's keyword names (``name=``, kind Variable, the model's most probable
+first); ghost text uses `decoder`, greedy at temperature 0 (the default).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import math
 import os
 import sys
 import threading
@@ -68,6 +71,8 @@ COMPLETION_METHODS = {types.TEXT_DOCUMENT_INLINE_COMPLETION: "inline", types.TEX
 #: requests built on arrival and not yet taken by their handler, at most
 MAX_ARRIVED_REQUESTS = 64
 PROGRESS_TITLE = "adaptrack: loading model"
+#: completion lists open after "." (members) and after "(" and "," (keyword names of the call)
+TRIGGER_CHARACTERS = [".", "(", ","]
 
 
 class GuardedProtocol(LanguageServerProtocol):
@@ -514,16 +519,17 @@ def completion_list(answer: tuple[CompletionResult, types.Range] | None) -> type
     items = []
     for rank, candidate in enumerate(result.candidates):
         new_text = word + candidate.text
+        keyword = candidate.kind == "keyword"
         items.append(
             types.CompletionItem(
                 label=new_text,
-                kind=types.CompletionItemKind.Text,
+                kind=types.CompletionItemKind.Variable if keyword else types.CompletionItemKind.Text,
                 detail=candidate.detail,
                 sort_text=f"{rank:04d}",
                 filter_text=new_text,
                 text_edit=types.TextEdit(range=edit_range, new_text=new_text),
                 data={
-                    "logprob": candidate.logprob,
+                    "logprob": candidate.logprob if math.isfinite(candidate.logprob) else None,
                     "valid": candidate.valid,
                     "counters": result.counters,
                     "constraint": result.constraint.as_dict(),
@@ -604,7 +610,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             logger.exception("inline completion failed")
             return types.InlineCompletionList(items=[])
 
-    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS))
     async def completion(ls: AdaptrackServer, params: types.CompletionParams):
         try:
             return completion_list(await ls.run_completion(params, "list"))

@@ -36,6 +36,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     pythonPath: null,
     apiSnapshot: null,
     runtimeIntrospection: true,
+    keywordArguments: true,
     timeoutMs: 3000,
     multiline: false,
     trustRemoteCode: false,
@@ -87,11 +88,22 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  const engine = {
-    backend: 'auto', endpoint: '', tokenizer: '', serverModel: '', apiKeyEnv: 'ADAPTRACK_API_KEY',
-    serverTopLogprobs: 20, serverLookahead: 32, serverTimeoutMs: 10000,
-  };
-  assert.deepEqual(options, { ...values, kvCache: 'auto', pythonPath: null, apiSnapshot: null, ...engine, trustedWorkspace: false });
+  assert.deepEqual(options, {
+    ...values,
+    kvCache: 'auto',
+    pythonPath: null,
+    apiSnapshot: null,
+    keywordArguments: true,
+    backend: 'auto',
+    endpoint: '',
+    tokenizer: '',
+    serverModel: '',
+    apiKeyEnv: 'ADAPTRACK_API_KEY',
+    serverTopLogprobs: 20,
+    serverLookahead: 32,
+    serverTimeoutMs: 10000,
+    trustedWorkspace: false,
+  });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {

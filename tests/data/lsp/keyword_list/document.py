@@ -1,0 +1,2 @@
+import numpy as np
+counts, edges = np.histogram(values, 
