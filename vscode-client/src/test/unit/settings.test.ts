@@ -40,6 +40,14 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     timeoutMs: 3000,
     multiline: false,
     trustRemoteCode: false,
+    backend: 'auto',
+    endpoint: '',
+    tokenizer: '',
+    serverModel: '',
+    apiKeyEnv: 'ADAPTRACK_API_KEY',
+    serverTopLogprobs: 20,
+    serverLookahead: 32,
+    serverTimeoutMs: 10000,
     trustedWorkspace: false,
   });
 });
@@ -86,6 +94,14 @@ test('user values pass through unchanged, camelCase', () => {
     pythonPath: null,
     apiSnapshot: null,
     keywordArguments: true,
+    backend: 'auto',
+    endpoint: '',
+    tokenizer: '',
+    serverModel: '',
+    apiKeyEnv: 'ADAPTRACK_API_KEY',
+    serverTopLogprobs: 20,
+    serverLookahead: 32,
+    serverTimeoutMs: 10000,
     trustedWorkspace: false,
   });
 });
@@ -131,6 +147,7 @@ test('reactionToChange: restart for launch settings, notify for server settings,
   assert.equal(reactionToChange(base, { ...base, temperature: 1 }), 'notify');
   assert.equal(reactionToChange(base, { ...base, serverInterpreter: '/x/python' }), 'restart');
   assert.equal(reactionToChange(base, { ...base, serverArgs: ['-v'] }), 'restart');
+  assert.equal(reactionToChange(base, { ...base, apiKeyEnv: 'TEAM_LLM_KEY' }), 'restart');
   assert.equal(reactionToChange(base, { ...base, enable: false }), 'stop');
   const disabled = { ...base, enable: false };
   assert.equal(reactionToChange(disabled, { ...disabled, enable: true }), 'start');
