@@ -33,6 +33,7 @@ export interface ServerSettings {
   runtimeIntrospection: boolean;
   timeoutMs: number;
   multiline: boolean;
+  syntaxConstraint: boolean;
   trustRemoteCode: boolean;
   trustedWorkspace: boolean;
 }
@@ -63,6 +64,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   runtimeIntrospection: true,
   timeoutMs: 3000,
   multiline: false,
+  syntaxConstraint: false,
   trustRemoteCode: false,
   trustedWorkspace: false,
 });

@@ -24,6 +24,7 @@ M.server_settings = {
   runtimeIntrospection = 'boolean',
   timeoutMs = 'number',
   multiline = 'boolean',
+  syntaxConstraint = 'boolean',
   trustRemoteCode = 'boolean',
   -- true: the project's .venv/venv may be used and its modules imported (default false;
   -- set it in your own config, for projects you trust)

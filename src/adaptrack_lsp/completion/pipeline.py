@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
-from adaptrack_lsp.constrainers.environment import ConstraintEnvironment, ConstraintInfo, token_constraint
+from adaptrack_lsp.constrainers.environment import (
+    ConstraintEnvironment,
+    ConstraintInfo,
+    syntax_status,
+    token_constraint,
+)
 from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
 
 logger = logging.getLogger(__name__)
@@ -139,7 +144,8 @@ def run(
             packages = dict(index.packages())
         except Exception:
             logger.debug("index.packages() failed", exc_info=True)
-    info = dataclasses.replace(info, packages=packages)
+    asked = request.settings.syntax_constraint and request.decoder != "unconstrained"
+    info = dataclasses.replace(info, packages=packages, syntax=syntax_status(asked, constraint.off))
     # a path cut by the time budget may stop anywhere (inside a name): not an answer
     samples = [s for s in result.samples if s.complete or not result.timed_out]
     candidates = rank_candidates(plan, samples)
@@ -188,6 +194,8 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl):
             roots=request.import_roots,
             forced_prefix=plan.heal_text,
             clean=constrained,
+            syntax=constrained and settings.syntax_constraint,
+            suffix=request.text[request.offset :],
         )
         if request.mode == "inline" and settings.temperature <= 0.0:
             temperature, samples = 0.0, 1

@@ -72,6 +72,9 @@ class TokenConstraint(ABC):
     """A prefix-closed constraint on token-id sequences."""
 
     source: str = ""
+    #: parts asked for that turned themselves off for this request, each
+    #: ``"<part>: <reason>"`` (`constrainers.environment.token_constraint` sets it)
+    off: tuple[str, ...] = ()
 
     @abstractmethod
     def initial_state(self) -> State: ...

@@ -9,9 +9,11 @@ validity comes from and why.  Index look-ups of a document's imports start on th
 index thread (`warm_up`), never on the model thread; `pending` lists the paths a
 cursor needs that are still being computed.
 
-`token_constraint` turns an index (or a `ReadyOnlyIndex` view of it) into the id-level
-constraint a decoder uses: the API monitor AND the healed prefix AND clean text, over
-the model's vocabulary.
+`text_constraint` composes the text-level constraint of one generation (the API monitor
+over an index or a `ReadyOnlyIndex` view of it, AND the healed prefix, AND clean text,
+AND Python syntax when asked for); `token_constraint` is that over the model's
+vocabulary, what a decoder uses.  `adaptrack-lsp explain` checks texts with
+`text_constraint` directly.
 """
 
 from __future__ import annotations
@@ -44,13 +46,37 @@ class ConstraintInfo:
     problem: str = ""
     #: which environment validates completions and why it was chosen
     reason: str = ""
+    #: the Python syntax constraint: "" (not asked for), "on", or "off: <why>" (e.g. the
+    #: text before the cursor already has a syntax error)
+    syntax: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def token_constraint(
-    vocab,
+@dataclass
+class TextConstraint:
+    """The text-level constraint for one generation: the composed `Constrainer` (None
+    when nothing constrains), the context it starts from, and the parts that were asked
+    for but turned themselves off for this request (``"syntax: <reason>"``)."""
+
+    constrainer: Any
+    context: Any
+    off: tuple[str, ...] = ()
+
+
+def syntax_status(asked: bool, off) -> str:
+    """`ConstraintInfo.syntax` of a request: "" (not asked for), "on", or "off: <why>"
+    from a constraint's `off` notes."""
+    if not asked:
+        return ""
+    for note in off:
+        if note.startswith("syntax: "):
+            return "off: " + note.removeprefix("syntax: ")
+    return "on"
+
+
+def text_constraint(
     *,
     index=None,
     document: str = "",
@@ -58,19 +84,23 @@ def token_constraint(
     roots: Mapping[str, tuple[str, ...]] | None = None,
     forced_prefix: str = "",
     clean: bool = False,
-):
-    """The id-level constraint for one generation after `prefix` in `document`.
+    syntax: bool = False,
+    suffix: str = "",
+) -> TextConstraint:
+    """The text-level constraint for one generation after `prefix` in `document`
+    (`suffix`: the document after the cursor).
 
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
-    document's import `roots` (learned from `document` when None).  A fresh monitor
-    per call: monitors cache "unknown" answers, and an answer that was not ready last
-    time may be ready now (the index caches)."""
+    document's import `roots` (learned from `document` when None), and `PythonSyntax`
+    (`syntax`: prefix + text stays a prefix of a valid program; off for this request,
+    with the reason in `off`, when the prefix already has a syntax error).  A fresh
+    monitor per call: monitors cache "unknown" answers, and an answer that was not ready
+    last time may be ready now (the index caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
-    from adaptrack_lsp.constrainers.base import Unconstrained
-    from adaptrack_lsp.constrainers.token_index import TokenIndex
 
     parts = []
+    off: list[str] = []
     if clean:
         from adaptrack_lsp.constrainers.clean_text import CleanText
 
@@ -81,15 +111,41 @@ def token_constraint(
         parts.append(ForcedPrefix(forced_prefix))
     if index is not None:
         parts.append(ApiMonitor(index, roots=roots))
-    if not parts:
-        return Unconstrained(vocab)
-    if len(parts) == 1:
-        constrainer = parts[0]
-    else:
-        from adaptrack_lsp.constrainers.compose import AllOf
+    if syntax:
+        from adaptrack_lsp.constrainers.python_syntax import PythonSyntax, SyntaxCheckOff
 
-        constrainer = AllOf(*parts)
-    return TokenIndex(constrainer, vocab, context=ConstraintContext(document=document, prefix=prefix))
+        checker = PythonSyntax(suffix=suffix)
+        try:
+            checker.prepare(prefix)
+        except SyntaxCheckOff as reason:
+            logger.info("syntax constraint off for this request: %s", reason)
+            off.append(f"syntax: {reason}")
+        else:
+            parts.append(checker)
+    context = ConstraintContext(document=document, prefix=prefix)
+    if not parts:
+        return TextConstraint(None, context, tuple(off))
+    if len(parts) == 1:
+        return TextConstraint(parts[0], context, tuple(off))
+    from adaptrack_lsp.constrainers.compose import AllOf
+
+    return TextConstraint(AllOf(*parts), context, tuple(off))
+
+
+def token_constraint(vocab, **parts):
+    """The id-level constraint for one generation: `text_constraint(**parts)` over the
+    model's vocabulary (`Unconstrained` when no part constrains).  Its `off` lists the
+    parts that turned themselves off for this request."""
+    from adaptrack_lsp.constrainers.base import Unconstrained
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    text = text_constraint(**parts)
+    if text.constrainer is None:
+        constraint = Unconstrained(vocab)
+    else:
+        constraint = TokenIndex(text.constrainer, vocab, context=text.context)
+    constraint.off = text.off
+    return constraint
 
 
 class ConstraintEnvironment:
