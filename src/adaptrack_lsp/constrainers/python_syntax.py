@@ -547,6 +547,12 @@ class PythonSyntax(Constrainer):
     def is_free(self, state: State) -> bool:
         return state[1] == _FREE
 
+    def token_mask(self, state: State, index):
+        """The mask from per-vocabulary token tables (`python_syntax_mask`)."""
+        from adaptrack_lsp.constrainers.python_syntax_mask import token_mask
+
+        return token_mask(self, state, index)
+
     def is_complete(self, state: State) -> bool:
         if state[1] == _FREE:
             return True
@@ -620,11 +626,13 @@ class PythonSyntax(Constrainer):
         return result or None
 
     # -- the lexer --------------------------------------------------------------------------------
-    def _run(self, state: State, text: str, why: list | None, deadline: float | None) -> State | None:
+    def _run(self, state: State, text: str, why: list | None, deadline: float | None, parser=None) -> State | None:
         """Lex `text` on from `state`, feeding complete terminals to the parser.  Returns
-        the new state or None; with `why`, a reason (and the offset) is appended on None."""
+        the new state or None; with `why`, a reason (and the offset) is appended on None.
+        `parser`: a `_Recorder` lexes without parsing (the masks' tables)."""
         stacks, mode, data, brackets, indents, content = state
-        parser = self.parser
+        recording = parser is not None
+        parser = parser or self.parser
         feed = parser.feed
         terms = self.terms
         i = 0
@@ -677,7 +685,7 @@ class PythonSyntax(Constrainer):
                 if char in CLOSERS:
                     if not brackets:
                         return _fail(why, f"{char!r} closes no open bracket", i)
-                    if brackets[-1] != CLOSERS[char]:
+                    if brackets[-1] != CLOSERS[char] and brackets[-1] != "?":  # "?": unknown (recording)
                         return _fail(why, f"{char!r} does not close {brackets[-1]!r}", i)
                     before = stacks
                     stacks = feed(stacks, (terms.operator[char],))
@@ -736,26 +744,9 @@ class PythonSyntax(Constrainer):
                     i = match.end()
                     continue
                 # the first token of a logical line: INDENT / DEDENT from its indentation
-                width = _width(data.replace("\r", ""))
-                top = indents[-1]
-                before = stacks
-                if width[0] > top[0]:
-                    if width[1] <= top[1]:
-                        return _fail(why, "inconsistent use of tabs and spaces in indentation", i)
-                    stacks = feed(stacks, (terms.indent,))
-                    if not stacks:
-                        return _fail(why, "unexpected indent", i)
-                    indents = (*indents, width)
-                elif width[0] < top[0]:
-                    while width[0] < indents[-1][0]:
-                        indents = indents[:-1]
-                        stacks = feed(stacks, (terms.dedent,))
-                        if not stacks:
-                            return _fail(why, self._unexpected(before, "a dedent", parser, dedent=True), i)
-                    if width != indents[-1]:
-                        return _fail(why, "unindent does not match any outer indentation level", i)
-                elif width[1] != top[1]:
-                    return _fail(why, "inconsistent use of tabs and spaces in indentation", i)
+                stacks, indents, problem = self._indent(stacks, indents, data, parser)
+                if problem:
+                    return _fail(why, problem, i)
                 mode, data, content = _CODE, None, True
                 continue
             if mode == _STRING:
@@ -871,35 +862,77 @@ class PythonSyntax(Constrainer):
                 i += 1
                 continue
             return _fail(why, "internal lexer state", i)
+        new_state = (stacks, mode, data, brackets, indents, content)
+        if recording:
+            return new_state
         if len(stacks) > MAX_PARSES:
             logger.debug("syntax check: %d readings; giving up on this completion", len(stacks))
             return (parser.start, _FREE, None, "", ((0, 0),), False)
-        new_state = (stacks, mode, data, brackets, indents, content)
         if mode in (_NAME, _OP, _NUMBER, _STRING) and not self._pending_possible(new_state):
             return _fail(why, self._pending_reason(new_state), n)
         return new_state
 
+    def _indent(self, stacks, indents, indentation: str, parser):
+        """(stacks, indentation stack, problem) once a logical line starts with
+        `indentation`: INDENT or DEDENTs fed; `problem` is "" or why it cannot start."""
+        terms = self.terms
+        width = _width(indentation.replace("\r", ""))
+        top = indents[-1]
+        if width[0] > top[0]:
+            if width[1] <= top[1]:
+                return stacks, indents, "inconsistent use of tabs and spaces in indentation"
+            following = parser.feed(stacks, (terms.indent,))
+            if not following:
+                return stacks, indents, "unexpected indent"
+            return following, (*indents, width), ""
+        if width[0] < top[0]:
+            following = stacks
+            while width[0] < indents[-1][0]:
+                indents = indents[:-1]
+                following = parser.feed(following, (terms.dedent,))
+                if not following:
+                    return stacks, indents, self._unexpected(stacks, "a dedent", parser, dedent=True)
+            if width != indents[-1]:
+                return stacks, indents, "unindent does not match any outer indentation level"
+            return following, indents, ""
+        if width[1] != top[1]:
+            return stacks, indents, "inconsistent use of tabs and spaces in indentation"
+        return stacks, indents, ""
+
+    def pending_paths(self, mode: int, data) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """The ways a pending lexeme can still end: each a sequence of terminal choices
+        to feed (a pending ``..`` is ``.`` ``.`` or the start of ``...``); () when nothing
+        is pending (always possible)."""
+        terms = self.terms
+        if mode == _NAME:
+            paths = [((terms.name,),)] + [((term,),) for term in terms.keyword_prefix.get(data, ())]
+            if data.lower() in STRING_PREFIXES:
+                paths.append(((terms.string,),))
+            return tuple(paths)
+        if mode == _NUMBER:
+            return (((terms.number,),),)
+        if mode == _STRING:
+            return (((terms.string,),),)
+        if mode == _OP:
+            paths = [((term,),) for term in terms.operator_prefix.get(data, ())]
+            if data == "..":
+                dot = (terms.operator["."],)
+                paths.append((dot, dot))
+            return tuple(paths)
+        return ()
+
     def _pending_possible(self, state: State) -> bool:
         """Whether the pending lexeme can still become a terminal some stack accepts."""
-        stacks, mode, data = state[0], state[1], state[2]
-        terms = self.terms
-        feed_one = self.parser.feed_one
-        if mode == _NAME:
-            candidates = (terms.name, *terms.keyword_prefix.get(data, ()))
-            if data.lower() in STRING_PREFIXES:
-                candidates = (*candidates, terms.string)
-        elif mode == _NUMBER:
-            candidates = (terms.number,)
-        elif mode == _STRING:
-            candidates = (terms.string,)
-        elif data == "..":
-            dot = terms.operator["."]
-            if any(feed_one(node, terms.operator["..."]) for node in stacks):
-                return True
-            return any(feed_one(after, dot) for node in stacks for after in feed_one(node, dot))
-        else:
-            candidates = terms.operator_prefix.get(data, ())
-        return any(feed_one(node, term) for node in stacks for term in candidates)
+        paths = self.pending_paths(state[1], state[2])
+        return not paths or any(self.path_possible(state[0], path) for path in paths)
+
+    def path_possible(self, stacks, path) -> bool:
+        feed = self.parser.feed
+        for choice in path:
+            stacks = feed(stacks, choice)
+            if not stacks:
+                return False
+        return True
 
     def _pending_reason(self, state: State) -> str:
         mode, data = state[1], state[2]

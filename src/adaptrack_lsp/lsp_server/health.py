@@ -2,7 +2,8 @@
 
 A request can come back empty for reasons the user must hear about: every decode raises
 (e.g. a model that produces NaN), or the API constraint was dropped (the configured
-interpreter does not run, does not answer in time, ...).  `CompletionHealth` turns each
+interpreter does not run, does not answer in time, ...).  A note about one request (the
+syntax check was off for it) is added to the ready status while it holds.  `CompletionHealth` turns each
 request's outcome into the status (`error` while requests fail, `degraded` while
 completions are not API-constrained, `ready` again once they are fine) and shows each
 distinct problem once with `window/showMessage`.
@@ -26,11 +27,14 @@ class CompletionHealth:
         send_status: Callable[[str, str], None],
         show_message: Callable[[str, types.MessageType], None],
         ready_message: Callable[[], str],
+        log: Callable[[str], None] | None = None,
     ):
         self._send_status = send_status
         self._show_message = show_message
         self._ready_message = ready_message
+        self._log = log
         self._shown: dict[str, None] = {}
+        self._note = ""
         self.state = "ready"
 
     def _tell_once(self, text: str, kind: types.MessageType) -> None:
@@ -48,8 +52,10 @@ class CompletionHealth:
         self._send_status("error", message)
         self._tell_once(f"adaptrack: {message}", types.MessageType.Error)
 
-    def request_done(self, status: str, message: str, constraint_problem: str) -> None:
-        """A completion request answered (`status`/`message` from the decoder)."""
+    def request_done(self, status: str, message: str, constraint_problem: str, note: str = "") -> None:
+        """A completion request answered (`status`/`message` from the decoder); `note`:
+        something about this request only, added to the ready status (e.g. the syntax
+        check was off because the text before the cursor has a syntax error)."""
         if status == "failed":
             self.request_failed(message or "the decoder failed")
         elif constraint_problem:
@@ -57,6 +63,9 @@ class CompletionHealth:
             text = f"completions are not checked against the installed APIs: {constraint_problem}"
             self._send_status("degraded", text)
             self._tell_once(f"adaptrack: {text}", types.MessageType.Warning)
-        elif self.state != "ready":
+        elif self.state != "ready" or note != self._note:
             self.state = "ready"
-            self._send_status("ready", self._ready_message())
+            self._send_status("ready", self._ready_message() + (f" ({note})" if note else ""))
+        if note and note != self._note and self._log is not None:
+            self._log(f"adaptrack: {note}")
+        self._note = note
