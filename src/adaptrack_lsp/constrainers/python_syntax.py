@@ -116,10 +116,10 @@ def load_table() -> SyntaxTable:
 
 
 def _load_or_build() -> SyntaxTable:
-    import lark
+    from importlib.metadata import version
 
     text = grammar_text()
-    digest = hashlib.sha256(f"{TABLE_FORMAT}\0{lark.__version__}\0{text}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{TABLE_FORMAT}\0{version('lark')}\0{text}".encode()).hexdigest()[:16]
     try:
         from adaptrack_lsp.completion.lm.tiny import cached_build
 
@@ -725,7 +725,7 @@ class PythonSyntax(Constrainer):
                 before = stacks
                 stacks = feed(stacks, terms.keyword.get(data) or (terms.name,))
                 if not stacks:
-                    return _fail(why, self._unexpected(before, data, parser), i - len(data))
+                    return _fail(why, self._unexpected(before, repr(data), parser), i - len(data))
                 mode, data = _CODE, None
                 continue
             if mode == _LINE:
@@ -820,7 +820,7 @@ class PythonSyntax(Constrainer):
                 else:
                     return _fail(why, f"invalid syntax {data!r}", i - len(data))
                 if not stacks:
-                    return _fail(why, self._unexpected(before, data, parser), i - len(data))
+                    return _fail(why, self._unexpected(before, repr(data), parser), i - len(data))
                 mode, data = _CODE, None
                 continue
             if mode == _NUMBER:
