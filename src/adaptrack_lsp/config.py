@@ -187,7 +187,7 @@ class Settings:
     multiline: bool = _validated(False)
     #: completions keep the text before the cursor a prefix of a valid Python 3.11
     #: program (off for a request whose text before the cursor has a syntax error)
-    syntax_constraint: bool = _validated(False)
+    syntax_constraint: bool = _validated(True)
     trust_remote_code: bool = _validated(False)
     #: the user trusts the opened folder: its .venv/venv may be used and modules imported
     #: for runtime introspection (VS Code sends `workspace.isTrusted`)

@@ -328,3 +328,27 @@ def test_a_sample_of_real_files_against_cpython():
     assert report.false_rejections == []
     assert report.mutants >= 8
     assert report.caught >= 0.75 and report.soundness_line >= 0.5, report.outcomes
+
+
+@pytest.mark.parametrize("program", ["type Alias = int\n", "def f[T](x: T) -> T: pass\n", "f'{x['k']}'\n"])
+def test_python_312_syntax_is_not_accepted(program):
+    syntax = PythonSyntax()
+    after = syntax.check(syntax.prepare(""), program)
+    assert after is None or not syntax.is_complete(after)
+
+
+@pytest.mark.parametrize("program", ["return 1\n", "1 = x\n", "def f(a=1, b): pass\n", "nonlocal x\n"])
+def test_what_compile_checks_after_the_grammar_passes(program):
+    """Documented gaps (docs/syntax.md): CPython rejects these after its grammar."""
+    syntax = PythonSyntax()
+    assert syntax.is_complete(syntax.check(syntax.prepare(""), program))
+
+
+def test_too_many_readings_give_up_on_the_rest_of_the_completion(monkeypatch):
+    from adaptrack_lsp.constrainers import python_syntax
+
+    monkeypatch.setattr(python_syntax, "MAX_PARSES", 1)
+    syntax = PythonSyntax()
+    state = syntax.check(syntax.prepare(""), "match (x) ")  # a call and a match statement
+    assert syntax.is_free(state) and syntax.is_complete(state)
+    assert syntax.check(state, "))) anything") is state

@@ -64,7 +64,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   runtimeIntrospection: true,
   timeoutMs: 3000,
   multiline: false,
-  syntaxConstraint: false,
+  syntaxConstraint: true,
   trustRemoteCode: false,
   trustedWorkspace: false,
 });

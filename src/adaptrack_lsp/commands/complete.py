@@ -40,7 +40,7 @@ def add_arguments(parser) -> None:
         "--syntax-constraint",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="keep the code a prefix of a valid Python program (setting syntaxConstraint; default: the setting's default)",
+        help="keep the code a prefix of a valid Python program (setting syntaxConstraint, on by default)",
     )
     parser.add_argument("--timeout-ms", type=int, default=None, help="time budget of decoding (index work not counted)")
     parser.add_argument("--device", default=None)

@@ -97,6 +97,17 @@ _table_lock = threading.Lock()
 _table: SyntaxTable | None = None
 
 
+def warm_up(vocab) -> None:
+    """Load the parse table and lex the vocabulary's tokens for masks now (about a second
+    for a 150k vocabulary) rather than at the first request; failures are logged only."""
+    try:
+        from adaptrack_lsp.constrainers.python_syntax_mask import SyntaxVocab
+
+        SyntaxVocab.of(PythonSyntax(), vocab)
+    except Exception:
+        logger.warning("preparing the Python syntax constraint failed", exc_info=True)
+
+
 def grammar_text() -> str:
     from importlib import resources
 
@@ -361,8 +372,10 @@ _FREE = 8  # the check gave up (too many readings): everything is accepted
 
 _OPEN1, _OPEN2, _BODY, _TRIPLE = 1, 2, 3, 4  # string phases
 
-#: identifier characters; escaped bytes (pieces of a character split between tokens) too
-_IDENT_RUN = re.compile("[\\w\udc80-\udcff]+")
+#: identifier characters (as `re`'s \w; other XID characters are checked one by one).  An
+#: escaped byte (a piece of a character split between tokens, `completion/vocab.py`) is
+#: not one: constrainers see split characters as non-identifier characters
+_IDENT_RUN = re.compile(r"\w+")
 _SPACE_RUN = re.compile(r"[ \t\f\r]+")
 _COMMENT_RUN = re.compile(r"[^\n]*")
 _INDENT_RUN = re.compile(r"[ \t\f\r]*")
@@ -661,7 +674,7 @@ class PythonSyntax(Constrainer):
                             return _fail(why, "the line cannot end here", i - 1)
                     mode, data, content = _LINE, "", False
                     continue
-                if char.isidentifier() or "\udc80" <= char <= "\udcff":
+                if char.isidentifier():
                     match = _IDENT_RUN.match(text, i)
                     mode, data = _NAME, match.group()
                     i = match.end()
