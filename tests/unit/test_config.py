@@ -27,6 +27,7 @@ def test_defaults_match_the_protocol_contract():
         "runtimeIntrospection": True,
         "timeoutMs": 3000,
         "multiline": False,
+        "syntaxConstraint": True,
         "trustRemoteCode": False,
         "trustedWorkspace": False,
     }

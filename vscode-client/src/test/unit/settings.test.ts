@@ -38,6 +38,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     runtimeIntrospection: true,
     timeoutMs: 3000,
     multiline: false,
+    syntaxConstraint: true,
     trustRemoteCode: false,
     trustedWorkspace: false,
   });
@@ -76,6 +77,7 @@ test('user values pass through unchanged, camelCase', () => {
     runtimeIntrospection: false,
     timeoutMs: 60000,
     multiline: true,
+    syntaxConstraint: false,
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
