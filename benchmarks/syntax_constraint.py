@@ -14,7 +14,10 @@ Speed, all in one run:
 - `setup_ms`, `setup_ms_p95`, `setup_cpu_ms`: the per-request setup (`PythonSyntax.prepare`:
   scan + skeleton parse, table loaded) at random cursors of the standard-library file
   closest to 2,000 lines (wall median, 95th percentile, CPU median);
-- `mask_ms_p50`: a fresh full-vocabulary mask (tiny vocabulary) at sampled cursors.
+- `mask_ms_p50`: a fresh full-vocabulary mask (tiny vocabulary) at sampled cursors;
+  `mask_large_ms_p50` the same at a >= 100k-token vocabulary (`--large-vocab`, the
+  tokenizer `build_large_tokenizer` builds locally), with `large_tables_s`, the one-time
+  lexing of its tokens.
 
 Goals: false_rejections=0, check_us_p50 <= 50, setup_ms <= 5.
 Usage: python benchmarks/syntax_constraint.py [--files 200] [--mutants 5] [--smoke]
@@ -58,6 +61,7 @@ def main() -> int:
     parser.add_argument("--setup-samples", type=int, default=60, help="timed setups on the 2,000-line file")
     parser.add_argument("--speed-cursors", type=int, default=100, help="cursors for check_us and mask_ms")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--large-vocab", action="store_true", help="also time masks at a >= 100k-token vocabulary")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds): the CI check that the script runs")
     args = parser.parse_args()
     if args.smoke:
@@ -120,6 +124,33 @@ def main() -> int:
         index.compute_mask(state)
         mask_ms.append((time.perf_counter() - began) * 1e3)
 
+    large_ms, large_tables_s = [], float("nan")
+    if args.large_vocab:
+        from adaptrack_lsp.completion.lm.tiny import build_large_tokenizer
+        from adaptrack_lsp.constrainers.python_syntax_mask import SyntaxVocab
+        from adaptrack_lsp.constrainers.token_index import TokenTables
+
+        large_tokenizer = build_large_tokenizer(120_000)
+        large = vocabulary_from_tokenizer(large_tokenizer)
+        TokenTables.of(large)
+        began = time.perf_counter()
+        SyntaxVocab.of(PythonSyntax(), large)
+        large_tables_s = time.perf_counter() - began
+        for _ in range(args.speed_cursors):
+            _, text = files[rng.randrange(len(files))]
+            prefix = text[: rng.randrange(1, len(text))]
+            syntax = PythonSyntax()
+            try:
+                state = syntax.prepare(prefix)
+            except Exception:
+                continue
+            index = TokenIndex(syntax, large, context=ConstraintContext(prefix, prefix))
+            began = time.perf_counter()
+            index.compute_mask(state)
+            large_ms.append((time.perf_counter() - began) * 1e3)
+        print(f"masks at {large.size} tokens: median {statistics.median(large_ms):.2f} ms, p95 {percentile(large_ms, 0.95):.2f} ms; "
+              f"token tables built in {large_tables_s:.2f} s")
+
     path = setup_file()
     text = path.read_text(encoding="utf-8")
     setup_wall, setup_cpu = [], []
@@ -151,7 +182,8 @@ def main() -> int:
         f"soundness_line={report.soundness_line:.3f} caught={report.caught:.3f} "
         f"check_us_p50={statistics.median(per_token_us):.1f} feed_us_p50={feed_us:.1f} "
         f"setup_ms={statistics.median(setup_wall):.2f} setup_ms_p95={percentile(setup_wall, 0.95):.2f} "
-        f"setup_cpu_ms={statistics.median(setup_cpu):.2f} mask_ms_p50={statistics.median(mask_ms):.2f}"
+        f"setup_cpu_ms={statistics.median(setup_cpu):.2f} mask_ms_p50={statistics.median(mask_ms):.2f} "
+        f"mask_large_ms_p50={statistics.median(large_ms) if large_ms else float('nan'):.2f}"
     )
     return 0
 
