@@ -222,6 +222,9 @@ class Settings:
     keyword_arguments: bool = _validated(True)
     timeout_ms: int = _validated(3000, _between(1, 600_000))
     multiline: bool = _validated(False)
+    #: completions keep the text before the cursor a prefix of a valid Python 3.11
+    #: program (off for a request whose text before the cursor has a syntax error)
+    syntax_constraint: bool = _validated(True)
     trust_remote_code: bool = _validated(False)
     #: where the model runs: "transformers" or "llamacpp" (in process; "auto" picks
     #: llamacpp for a .gguf model, else transformers) or "server" (an OpenAI-compatible

@@ -158,13 +158,20 @@ class RawClient:
 
     def request_settled(self, method: str, params: Any = None, timeout: float = 120.0) -> dict:
         """The first answer that is not the empty one given while the API index computes
-        the document's imports (status "indexing"): such a request is asked again."""
+        members the completion needs (status "indexing", sent before the answer): such a
+        request is asked again.  The index may finish, and the status turn "ready", before
+        the answer is looked at, so the statuses sent since the request count."""
         deadline = time.monotonic() + timeout
         while True:
+            seen = len(self.notification_log)
             response = self.request(method, params, timeout)
             result = response.get("result")
             items = result.get("items") if isinstance(result, dict) else result
-            if items or self.last_status() != "indexing" or time.monotonic() > deadline:
+            indexing = any(
+                m.get("method") == "adaptrack/status" and m["params"].get("state") == "indexing"
+                for m in self.notification_log[seen:]
+            )
+            if items or not (indexing or self.last_status() == "indexing") or time.monotonic() > deadline:
                 return response
             time.sleep(0.3)
 

@@ -28,6 +28,7 @@ def test_defaults_match_the_protocol_contract():
         "keywordArguments": True,
         "timeoutMs": 3000,
         "multiline": False,
+        "syntaxConstraint": True,
         "trustRemoteCode": False,
         "backend": "auto",
         "endpoint": "",

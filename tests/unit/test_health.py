@@ -32,3 +32,17 @@ def test_decoder_failures_and_dropped_constraints():
     assert sum("/bin/false" in m for m in messages) == 1
     health.request_done("no_valid_completion", "", "")
     assert statuses[-1][0] == "ready"
+
+
+def test_a_request_note_rides_on_the_ready_status_while_it_holds():
+    statuses, messages, logged = [], [], []
+    health = CompletionHealth(lambda s, m: statuses.append((s, m)), lambda m, k: messages.append(m), lambda: "tiny ready", logged.append)
+    note = "syntax check off: syntax error before the cursor (line 3): ')' closes no open bracket"
+    health.request_done("ok", "", "", note=note)
+    assert statuses[-1] == ("ready", f"tiny ready ({note})")
+    sent = len(statuses)
+    health.request_done("ok", "", "", note=note)  # the same note: nothing new to send
+    assert len(statuses) == sent
+    health.request_done("ok", "", "")
+    assert statuses[-1] == ("ready", "tiny ready") and messages == []
+    assert logged == [f"adaptrack: {note}"]  # logged once, when it appeared

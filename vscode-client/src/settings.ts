@@ -35,6 +35,7 @@ export interface ServerSettings {
   keywordArguments: boolean;
   timeoutMs: number;
   multiline: boolean;
+  syntaxConstraint: boolean;
   trustRemoteCode: boolean;
   backend: Backend;
   endpoint: string;
@@ -74,6 +75,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   keywordArguments: true,
   timeoutMs: 3000,
   multiline: false,
+  syntaxConstraint: true,
   trustRemoteCode: false,
   backend: 'auto',
   endpoint: '',

@@ -25,6 +25,7 @@ M.server_settings = {
   keywordArguments = 'boolean',
   timeoutMs = 'number',
   multiline = 'boolean',
+  syntaxConstraint = 'boolean',
   trustRemoteCode = 'boolean',
   backend = 'string',
   endpoint = 'string',

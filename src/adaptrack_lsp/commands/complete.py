@@ -11,6 +11,7 @@ kept on disk, so the next run loads them); `--timeout-ms` bounds decoding only.
 
 from __future__ import annotations
 
+import argparse
 import re
 
 from adaptrack_lsp.config import model_argument
@@ -35,6 +36,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--multiline", action="store_true", help="complete a block, not just the line")
+    parser.add_argument(
+        "--syntax-constraint",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep the code a prefix of a valid Python program (setting syntaxConstraint, on by default)",
+    )
     parser.add_argument("--timeout-ms", type=int, default=None, help="time budget of decoding (index work not counted)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
@@ -88,6 +95,8 @@ def build_settings(args):
     raw.update(backend_settings(args))
     if args.multiline:
         raw["multiline"] = True
+    if getattr(args, "syntax_constraint", None) is not None:
+        raw["syntaxConstraint"] = args.syntax_constraint
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
     return parse_settings({k: v for k, v in raw.items() if v is not None})
@@ -164,6 +173,8 @@ def run(args) -> int:
     print(f"# validity: {constraint.source} {constraint.environment or ''} {packages}".rstrip())
     if constraint.reason:
         print(f"# environment: {constraint.reason}")
+    if constraint.syntax:
+        print(f"# syntax: {constraint.syntax}")
     if not result.candidates:
         print(f"(no candidates: {result.status} {result.message})".rstrip())
     for rank, candidate in enumerate(result.candidates, 1):

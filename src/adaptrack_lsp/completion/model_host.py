@@ -124,6 +124,11 @@ class ModelHost:
                 self.builder = PromptBuilder.for_model(lm, max_new_tokens=settings.max_new_tokens)
                 progress("preparing the model for requests", 90)
                 lm.warm_up(self.builder.max_prompt_tokens, settings.max_new_tokens)
+                if settings.syntax_constraint:
+                    progress("preparing the Python syntax constraint", 95)
+                    from adaptrack_lsp.constrainers.python_syntax import warm_up
+
+                    warm_up(lm.vocab)
                 self.model = lm
                 self._loaded_key = settings.model_key()
         except Exception as error:

@@ -25,7 +25,12 @@ from typing import Any
 
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
 from adaptrack_lsp.constrainers.api_index import dotted
-from adaptrack_lsp.constrainers.environment import ConstraintEnvironment, ConstraintInfo, token_constraint
+from adaptrack_lsp.constrainers.environment import (
+    ConstraintEnvironment,
+    ConstraintInfo,
+    syntax_status,
+    token_constraint,
+)
 from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
 
 logger = logging.getLogger(__name__)
@@ -147,7 +152,8 @@ def run(
             packages = dict(index.packages())
         except Exception:
             logger.debug("index.packages() failed", exc_info=True)
-    info = dataclasses.replace(info, packages=packages)
+    asked = request.settings.syntax_constraint and request.decoder != "unconstrained"
+    info = dataclasses.replace(info, packages=packages, syntax=syntax_status(asked, constraint.off))
     # a path cut by the time budget may stop anywhere (inside a name): not an answer
     samples = [s for s in result.samples if s.complete or not result.timed_out]
     candidates = rank_candidates(plan, samples)
@@ -247,6 +253,8 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             clean=constrained,
             keywords_index=view if settings.keyword_arguments else None,
             keyword_choices=keyword_choices,
+            syntax=constrained and settings.syntax_constraint,
+            suffix=request.text[request.offset :],
         )
         if request.mode == "inline" and settings.temperature <= 0.0:
             temperature, samples = 0.0, 1

@@ -62,16 +62,20 @@ class Constrainer(ABC):
     def rejection(self, state: State, text: str) -> str:
         """Why `check(state, text)` returned None, in words for a person (what
         `adaptrack-lsp explain` prints), e.g. "tf.placeholder does not exist in
-        tensorflow 2.21".  Called only after `check` rejected `text`; `text` is the
-        shortest rejected extension of `state` (its last character is the first one
-        rejected).  The default names the constrainer."""
-        return f"{self.source or type(self).__name__} rejects {text[-1:]!r} here"
+        tensorflow 2.21".  Called only after `check` rejected `text`'s first character:
+        `text` starts with the first rejected character and, when that character begins
+        an identifier, goes on to the end of the word (so the reason can name it).  The
+        default names the constrainer."""
+        return f"{self.source or type(self).__name__} rejects {text[:1]!r} here"
 
 
 class TokenConstraint(ABC):
     """A prefix-closed constraint on token-id sequences."""
 
     source: str = ""
+    #: parts asked for that turned themselves off for this request, each
+    #: ``"<part>: <reason>"`` (`constrainers.environment.token_constraint` sets it)
+    off: tuple[str, ...] = ()
 
     @abstractmethod
     def initial_state(self) -> State: ...

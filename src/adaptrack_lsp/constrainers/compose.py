@@ -63,7 +63,11 @@ class AllOf(Constrainer):
         return [chain for part in self.parts for chain in part.resolved_chains(context, text)]
 
     def rejection(self, state: State, text: str) -> str:
-        """The reason of the first part that rejects `text`."""
+        """The reason of the first part that rejects `text`'s first character (`text`
+        may carry the rest of the word, see `Constrainer.rejection`)."""
+        for part, part_state in zip(self.parts, state):
+            if part.check(part_state, text[:1]) is None:
+                return part.rejection(part_state, text)
         for part, part_state in zip(self.parts, state):
             if part.check(part_state, text) is None:
                 return part.rejection(part_state, text)

@@ -9,9 +9,12 @@ validity comes from and why.  Index look-ups of a document's imports start on th
 index thread (`warm_up`), never on the model thread; `pending` lists the paths a
 cursor needs that are still being computed.
 
-`token_constraint` turns an index (or a `ReadyOnlyIndex` view of it) into the id-level
-constraint a decoder uses: the API monitor AND the healed prefix AND clean text, over
-the model's vocabulary, AND (at the token level) a grammar when one is given.
+`text_constraint` composes the text-level constraint of one generation (the API monitor
+over an index or a `ReadyOnlyIndex` view of it, AND keyword names in resolved calls, AND
+the healed prefix, AND clean text, AND Python syntax when asked for); `token_constraint`
+is that over the model's vocabulary, ANDed at the token level with a grammar when one is
+given: what a decoder uses.  `adaptrack-lsp explain` checks texts with `text_constraint`
+directly.
 """
 
 from __future__ import annotations
@@ -44,13 +47,37 @@ class ConstraintInfo:
     problem: str = ""
     #: which environment validates completions and why it was chosen
     reason: str = ""
+    #: the Python syntax constraint: "" (not asked for), "on", or "off: <why>" (e.g. the
+    #: text before the cursor already has a syntax error)
+    syntax: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def token_constraint(
-    vocab,
+@dataclass
+class TextConstraint:
+    """The text-level constraint for one generation: the composed `Constrainer` (None
+    when nothing constrains), the context it starts from, and the parts that were asked
+    for but turned themselves off for this request (``"syntax: <reason>"``)."""
+
+    constrainer: Any
+    context: Any
+    off: tuple[str, ...] = ()
+
+
+def syntax_status(asked: bool, off) -> str:
+    """`ConstraintInfo.syntax` of a request: "" (not asked for), "on", or "off: <why>"
+    from a constraint's `off` notes."""
+    if not asked:
+        return ""
+    for note in off:
+        if note.startswith("syntax: "):
+            return "off: " + note.removeprefix("syntax: ")
+    return "on"
+
+
+def text_constraint(
     *,
     index=None,
     document: str = "",
@@ -60,9 +87,11 @@ def token_constraint(
     clean: bool = False,
     keywords_index=None,
     keyword_choices=None,
-    grammar=None,
-):
-    """The id-level constraint for one generation after `prefix` in `document`.
+    syntax: bool = False,
+    suffix: str = "",
+) -> TextConstraint:
+    """The text-level constraint for one generation after `prefix` in `document`
+    (`suffix`: the document after the cursor).
 
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
@@ -70,15 +99,15 @@ def token_constraint(
     `KeywordArguments(keywords_index)` (keyword names in resolved calls are parameters
     of the signatures `keywords_index` gives; usually the same index or view),
     `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
-    keyword items), and `grammar` (a `GrammarSpec`: the generated text must stay a
-    prefix of the grammar's language; ANDed at the token level with the rest).  A fresh
-    monitor per call: monitors cache "unknown" answers, and an answer that was not
-    ready last time may be ready now (the index caches)."""
+    keyword items), and `PythonSyntax` (`syntax`: prefix + text stays a prefix of a
+    valid program; off for this request, with the reason in `off`, when the prefix
+    already has a syntax error).  A fresh monitor per call: monitors cache "unknown"
+    answers, and an answer that was not ready last time may be ready now (the index
+    caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
-    from adaptrack_lsp.constrainers.base import Unconstrained
-    from adaptrack_lsp.constrainers.token_index import TokenIndex
 
     parts = []
+    off: list[str] = []
     if clean:
         from adaptrack_lsp.constrainers.clean_text import CleanText
 
@@ -97,25 +126,52 @@ def token_constraint(
         from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
 
         parts.append(KeywordArguments(keywords_index, roots=roots))
+    if syntax:
+        from adaptrack_lsp.constrainers.python_syntax import PythonSyntax, SyntaxCheckOff
+
+        checker = PythonSyntax(suffix=suffix)
+        try:
+            checker.prepare(prefix)
+        except SyntaxCheckOff as reason:
+            logger.info("syntax constraint off for this request: %s", reason)
+            off.append(f"syntax: {reason}")
+        else:
+            parts.append(checker)
+    context = ConstraintContext(document=document, prefix=prefix)
+    if not parts:
+        return TextConstraint(None, context, tuple(off))
+    if len(parts) == 1:
+        return TextConstraint(parts[0], context, tuple(off))
+    from adaptrack_lsp.constrainers.compose import AllOf
+
+    return TextConstraint(AllOf(*parts), context, tuple(off))
+
+
+def token_constraint(vocab, *, grammar=None, **parts):
+    """The id-level constraint for one generation: `text_constraint(**parts)` over the
+    model's vocabulary (`Unconstrained` when no part constrains), ANDed at the token
+    level with `grammar` (a `GrammarSpec`: the generated text must stay a prefix of the
+    grammar's language).  Its `off` lists the parts that turned themselves off for this
+    request."""
+    from adaptrack_lsp.constrainers.base import Unconstrained
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    text = text_constraint(**parts)
     grammar_part = None
     if grammar is not None:
         from adaptrack_lsp.constrainers.grammar import grammar_constraint
 
         grammar_part = grammar_constraint(vocab, grammar)
-    if not parts:
-        return grammar_part if grammar_part is not None else Unconstrained(vocab)
-    if len(parts) == 1:
-        constrainer = parts[0]
+    if text.constrainer is None:
+        constraint = grammar_part if grammar_part is not None else Unconstrained(vocab)
     else:
-        from adaptrack_lsp.constrainers.compose import AllOf
+        constraint = TokenIndex(text.constrainer, vocab, context=text.context)
+        if grammar_part is not None:
+            from adaptrack_lsp.constrainers.compose import TokenAllOf
 
-        constrainer = AllOf(*parts)
-    text_part = TokenIndex(constrainer, vocab, context=ConstraintContext(document=document, prefix=prefix))
-    if grammar_part is None:
-        return text_part
-    from adaptrack_lsp.constrainers.compose import TokenAllOf
-
-    return TokenAllOf(text_part, grammar_part)
+            constraint = TokenAllOf(constraint, grammar_part)
+    constraint.off = text.off
+    return constraint
 
 
 class ConstraintEnvironment:

@@ -4,11 +4,12 @@ A request can come back empty for reasons the user must hear about: every decode
 (e.g. a model that produces NaN), the inference server of the `server` backend cannot be
 used (down, slow, a reply that is not usable, a mismatch found at connect), or the API
 constraint was dropped (the configured interpreter does not run, does not answer in
-time, ...).  `CompletionHealth` turns each request's outcome into the status (`error`
-while requests fail, `degraded` while the engine is unavailable or completions are not
-API-constrained or not exact, `ready` again once they are fine: a server that returns
-recovers at the next request) and shows each distinct problem once with
-`window/showMessage`.
+time, ...).  A note about one request (the syntax check was off for it) is added to the
+ready status while it holds.  `CompletionHealth` turns each request's outcome into the
+status (`error` while requests fail, `degraded` while the engine is unavailable or
+completions are not API-constrained or not exact, `ready` again once they are fine: a
+server that returns recovers at the next request) and shows each distinct problem once
+with `window/showMessage`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ class CompletionHealth:
         send_status: Callable[[str, str], None],
         show_message: Callable[[str, types.MessageType], None],
         ready_message: Callable[[], str],
+        log: Callable[[str], None] | None = None,
     ):
         self._send_status = send_status
         self._show_message = show_message
         self._ready_message = ready_message
+        self._log = log
         self._shown: dict[str, None] = {}
+        self._note = ""
         self.state = "ready"
 
     def _tell_once(self, text: str, kind: types.MessageType) -> None:
@@ -58,10 +62,14 @@ class CompletionHealth:
         self._send_status("degraded", reason)
         self._tell_once(f"adaptrack: {reason}", types.MessageType.Warning)
 
-    def request_done(self, status: str, message: str, constraint_problem: str, engine_warning: str = "") -> None:
+    def request_done(
+        self, status: str, message: str, constraint_problem: str, engine_warning: str = "", *, note: str = ""
+    ) -> None:
         """A completion request answered (`status`/`message` from the decoder;
         `engine_warning`: a standing problem of the engine, e.g. a server whose model is
-        only the top-K truncation)."""
+        only the top-K truncation; `note`: something about this request only, added to
+        the ready status, e.g. the syntax check was off because the text before the
+        cursor has a syntax error)."""
         if status == "failed":
             self.request_failed(message or "the decoder failed")
         elif engine_warning:
@@ -71,6 +79,9 @@ class CompletionHealth:
             text = f"completions are not checked against the installed APIs: {constraint_problem}"
             self._send_status("degraded", text)
             self._tell_once(f"adaptrack: {text}", types.MessageType.Warning)
-        elif self.state != "ready":
+        elif self.state != "ready" or note != self._note:
             self.state = "ready"
-            self._send_status("ready", self._ready_message())
+            self._send_status("ready", self._ready_message() + (f" ({note})" if note else ""))
+        if note and note != self._note and self._log is not None:
+            self._log(f"adaptrack: {note}")
+        self._note = note

@@ -202,7 +202,7 @@ class AdaptrackServer(LanguageServer):
         self.shutdown_requested = False
         self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
         self.exit_code = 0
-        self.health = CompletionHealth(self.send_status, self.show_message, self._ready_message)
+        self.health = CompletionHealth(self.send_status, self.show_message, self._ready_message, self.log_message)
         #: id(params) -> (request, edit range) built when the request was read
         self._tasks: set[asyncio.Future] = set()
         self._arrived: collections.OrderedDict[int, tuple[CompletionRequest, types.Range] | None] = collections.OrderedDict()
@@ -461,7 +461,9 @@ class AdaptrackServer(LanguageServer):
             return result, edit_range
         if self._status is not None and self._status[0] == "indexing" and not result.constraint.problem and self.health.state == "ready":
             self.send_status("ready", service.message)
-        self.health.request_done(result.status, result.message, result.constraint.problem, result.engine_warning)
+        syntax = result.constraint.syntax
+        note = f"syntax check off for this request: {syntax.removeprefix('off: ')}" if syntax.startswith("off") else ""
+        self.health.request_done(result.status, result.message, result.constraint.problem, result.engine_warning, note=note)
         return result, edit_range
 
 

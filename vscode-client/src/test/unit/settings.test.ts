@@ -39,6 +39,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     keywordArguments: true,
     timeoutMs: 3000,
     multiline: false,
+    syntaxConstraint: true,
     trustRemoteCode: false,
     backend: 'auto',
     endpoint: '',
@@ -85,6 +86,7 @@ test('user values pass through unchanged, camelCase', () => {
     runtimeIntrospection: false,
     timeoutMs: 60000,
     multiline: true,
+    syntaxConstraint: false,
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));

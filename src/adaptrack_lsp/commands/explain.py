@@ -1,0 +1,260 @@
+"""`adaptrack-lsp explain FILE[:LINE:COL] --text TEXT`: whether the constraints accept a
+completion at a cursor and, if not, the first rejected character and why.
+
+The constraint is the one completions get (`constrainers.environment.text_constraint`,
+the composition `token_constraint` puts over a model's vocabulary), built from the
+document, the cursor and the settings as for `complete`; no model is loaded.  TEXT is
+checked one character at a time: the first character no continuation can follow is
+the rejected offset, and the rejecting part says why (`Constrainer.rejection`).
+
+- `accepted`: TEXT can still be continued into something the constraints allow.
+- `complete`: prefix + TEXT is allowed as it stands (Python syntax: at the end of the
+  document, a whole valid program; before more code, TEXT closes what it opened and
+  the rest of the cursor's line can follow).
+
+`--constraints` names the parts (`PARTS`; default: what the settings turn on).
+`--stdin-jsonl` checks many texts in one process: one ``{"prefix": ..., "text": ...}``
+per line in (the prefix is the document before the cursor, nothing after it), one
+``{"accepted", "complete", "offset", "reason"}`` per line out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collections.abc import Callable
+
+_WORD = re.compile(r"\w*")
+
+HELP = "say whether the constraints accept TEXT at FILE:LINE:COL, and if not, where and why"
+
+#: the parts `--constraints` can name -> what each adds to `text_constraint`'s arguments,
+#: given the API index view of the request (None when no index is available)
+PARTS: dict[str, Callable[[object], dict]] = {
+    "clean": lambda index: {"clean": True},
+    "api": lambda index: {"index": index},
+    "syntax": lambda index: {"syntax": True},
+    "kwargs": lambda index: {"keywords_index": index},
+}
+
+
+def default_parts(settings) -> list[str]:
+    """The parts a completion gets with `settings` (a constrained decoder): clean text and
+    the API constraint always, keyword names when `keywordArguments` is on, Python syntax
+    when `syntaxConstraint` is on."""
+    return (
+        ["clean", "api"]
+        + (["kwargs"] if settings.keyword_arguments else [])
+        + (["syntax"] if settings.syntax_constraint else [])
+    )
+
+
+def parse_parts(value: str | None, settings) -> list[str]:
+    """The parts named by `--constraints` (comma-separated); ValueError names unknown ones."""
+    if value is None:
+        return default_parts(settings)
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown constraint {', '.join(map(repr, unknown))} (known: {', '.join(PARTS)})")
+    if not names:
+        raise ValueError(f"--constraints names no constraint (known: {', '.join(PARTS)})")
+    return list(dict.fromkeys(names))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("location", nargs="?", metavar="FILE[:LINE:COL]", help="file and 1-based cursor position (end of file when omitted)")
+    parser.add_argument("--text", default=None, help="the completion to check, as inserted at the cursor")
+    parser.add_argument(
+        "--stdin-jsonl",
+        action="store_true",
+        help='check many texts: one {"prefix": ..., "text": ...} per line on stdin, one verdict per line on stdout',
+    )
+    parser.add_argument(
+        "--constraints",
+        default=None,
+        help=f"comma-separated parts to check ({', '.join(PARTS)}); default: what the settings turn on",
+    )
+    parser.add_argument("--python", default=None, help="interpreter whose installed packages define validity")
+    parser.add_argument("--snapshot", default=None, help="API snapshot JSON instead of the live environment")
+    parser.add_argument(
+        "--trust-workspace",
+        action="store_true",
+        help="the working directory is trusted: use its .venv/venv and allow runtime introspection",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+class Explainer:
+    """Checks texts at cursors with the constraint completions would get."""
+
+    def __init__(self, settings, parts: list[str], workspace_root: str | None = None, progress: Callable[[str], None] | None = None):
+        from adaptrack_lsp.constrainers.environment import ConstraintEnvironment
+
+        self.settings = settings
+        self.parts = parts
+        self.environment = ConstraintEnvironment(workspace_root)
+        self.progress = progress
+        self.index = None
+        #: why the API part is missing although asked for ("" when fine)
+        self.problem = ""
+        if "api" in parts:
+            self.index, info = self.environment.api_index(settings)
+            self.problem = info.problem
+
+    def close(self) -> None:
+        self.environment.close()
+
+    def explain(self, prefix: str, text: str, suffix: str = "") -> dict:
+        """The verdict for `text` after `prefix` (and before `suffix`)."""
+        from adaptrack_lsp.completion.pipeline import wait_for_paths
+        from adaptrack_lsp.completion.request import CompletionRequest
+        from adaptrack_lsp.constrainers.environment import text_constraint
+        from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
+
+        request = CompletionRequest.build(prefix + suffix, len(prefix), settings=self.settings)
+        given_up: set = set()
+        if self.index is not None:
+            wait_for_paths(self.index, request.needed_paths, given_up, self.progress)
+        while True:
+            view = ReadyOnlyIndex(self.index, unknown=given_up) if self.index is not None else None
+            arguments: dict = {}
+            for part in self.parts:
+                arguments.update(PARTS[part](view))
+            constraint = text_constraint(
+                document=prefix + suffix, prefix=prefix, roots=request.import_roots, suffix=suffix, **arguments
+            )
+            verdict = check_text(constraint, text)
+            if view is None or not view.pending:
+                return verdict
+            wait_for_paths(self.index, view.pending, given_up, self.progress)
+
+
+def check_text(constraint, text: str) -> dict:
+    """`{"accepted", "complete", "offset", "reason"}` for `text` under a `TextConstraint`."""
+    notes = [f"{note.split(':', 1)[0]} check off: {note.split(':', 1)[1].strip()}" for note in constraint.off]
+    constrainer = constraint.constrainer
+    if constrainer is None:
+        return {"accepted": True, "complete": True, "offset": None, "reason": "; ".join(notes) or "no constraint is on"}
+    state = constrainer.start(constraint.context)
+    for offset, char in enumerate(text):
+        following = constrainer.check(state, char)
+        if following is None:
+            # the reason sees the rejected character and the rest of the word it begins,
+            # so that it can name the whole word ("tf.placeholder does not exist ...")
+            word = char + (_WORD.match(text, offset + 1).group() if char.isidentifier() else "")
+            return {"accepted": False, "complete": False, "offset": offset, "reason": constrainer.rejection(state, word)}
+        state = following
+    complete = bool(constrainer.is_complete(state))
+    reason = "; ".join(notes)
+    if not complete:
+        reason = "; ".join(filter(None, ["accepted as a start, but the text cannot end here", reason]))
+    return {"accepted": True, "complete": complete, "offset": None, "reason": reason}
+
+
+def _settings(args):
+    from adaptrack_lsp.config import parse_settings
+
+    raw = {"pythonPath": args.python, "apiSnapshot": args.snapshot}
+    if args.trust_workspace:
+        raw["trustedWorkspace"] = True
+    return parse_settings({k: v for k, v in raw.items() if v is not None})
+
+
+def run(args) -> int:
+    import json
+    import os
+    import sys
+
+    def fail(message: str) -> int:
+        print(f"adaptrack-lsp explain: {message}", file=sys.stderr)
+        return 2
+
+    if args.stdin_jsonl == (args.location is not None):
+        return fail("give FILE[:LINE:COL] with --text, or --stdin-jsonl (one of them)")
+    if args.location is not None and args.text is None:
+        return fail("--text TEXT is needed with FILE[:LINE:COL]")
+    if args.stdin_jsonl and args.text is not None:
+        return fail("--text is not used with --stdin-jsonl (each input line has its text)")
+    if args.python and not os.path.exists(args.python):
+        return fail(f"--python {args.python}: no such interpreter or environment")
+    if args.snapshot and not os.path.isfile(args.snapshot):
+        return fail(f"--snapshot {args.snapshot}: no such file")
+    settings, problems = _settings(args)
+    if problems:
+        return fail("; ".join(problems))
+    try:
+        parts = parse_parts(args.constraints, settings)
+    except ValueError as error:
+        return fail(str(error))
+
+    def progress(message: str) -> None:
+        print(f"adaptrack-lsp explain: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
+
+    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress)
+    if explainer.problem:
+        print(f"adaptrack-lsp explain: warning: not API-constrained: {explainer.problem}", file=sys.stderr)
+    try:
+        if args.stdin_jsonl:
+            return _run_jsonl(explainer, sys.stdin, sys.stdout)
+        from adaptrack_lsp.commands.complete import cursor_offset, parse_location
+
+        path, line, col = parse_location(args.location)
+        try:
+            with open(path, "rb") as handle:
+                document = handle.read().decode("utf-8", errors="replace")
+        except OSError as error:
+            return fail(f"cannot read {path}: {error.strerror or error}")
+        try:
+            offset = cursor_offset(document, line, col)
+        except ValueError as error:
+            return fail(str(error))
+        verdict = explainer.explain(document[:offset], args.text, document[offset:])
+    finally:
+        explainer.close()
+    if args.json:
+        print(json.dumps(verdict))
+    else:
+        print(describe(verdict, args.text, parts))
+    return 0
+
+
+def _run_jsonl(explainer: Explainer, source, sink) -> int:
+    import json
+
+    failed = False
+    for number, line in enumerate(source, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if not isinstance(item, dict) or not isinstance(item.get("prefix"), str) or not isinstance(item.get("text"), str):
+                raise ValueError('expected an object with string fields "prefix" and "text"')
+        except ValueError as error:
+            failed = True
+            print(json.dumps({"error": f"input line {number}: {error}"}), file=sink, flush=True)
+            continue
+        print(json.dumps(explainer.explain(item["prefix"], item["text"])), file=sink, flush=True)
+    return 1 if failed else 0
+
+
+def describe(verdict: dict, text: str, parts: list[str]) -> str:
+    """The verdict for a person: accepted or not, where, why, with the text marked."""
+    checked = ", ".join(parts)
+    if verdict["accepted"]:
+        ending = "and may end there" if verdict["complete"] else "but cannot end there"
+        lines = [f"accepted ({checked}): the text can follow the cursor {ending}"]
+        if verdict["reason"] and verdict["complete"]:
+            lines.append(f"note: {verdict['reason']}")
+        return "\n".join(lines)
+    offset = verdict["offset"]
+    line_start = text.rfind("\n", 0, offset) + 1
+    line_end = text.find("\n", offset)
+    shown = text[line_start : len(text) if line_end < 0 else line_end]
+    return "\n".join(
+        [
+            f"rejected ({checked}) at offset {offset} ({text[offset]!r}): {verdict['reason']}",
+            f"  {shown}",
+            "  " + " " * (offset - line_start) + "^",
+        ]
+    )
