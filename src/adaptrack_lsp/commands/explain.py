@@ -21,7 +21,6 @@ per line in (the prefix is the document before the cursor, nothing after it), on
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 
 _WORD = re.compile(r"\w*")
