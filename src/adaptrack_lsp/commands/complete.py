@@ -22,7 +22,7 @@ _LOCATION = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+)$")
 
 def add_arguments(parser) -> None:
     parser.add_argument("location", metavar="FILE[:LINE:COL]", help="file and 1-based cursor position")
-    parser.add_argument("--model", default=None, type=model_argument, help="'tiny' (built-in, offline), a local folder or a hub id")
+    parser.add_argument("--model", default=None, type=model_argument, help="'builtin' (offline, the default), a local folder or a hub id")
     parser.add_argument("--decoder", default=None, help="decoder name (default adaptrack)")
     parser.add_argument("--samples", type=int, default=1, help="1 = greedy; K > 1 = K samples, ranked")
     parser.add_argument("--python", default=None, help="interpreter whose installed packages define validity")

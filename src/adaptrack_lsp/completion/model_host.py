@@ -31,7 +31,8 @@ class ServiceNotReady(RuntimeError):
 
 
 def default_model_loader(settings: Settings, progress: ProgressCallback):
-    """Load `settings.model` with the Hugging Face backend ("tiny" = built-in model)."""
+    """Load `settings.model` ("builtin" = the offline model, built on first use with
+    progress; otherwise a transformers model)."""
     from adaptrack_lsp.completion.lm import loading
 
     progress(f"loading {settings.model}", 10)
@@ -41,16 +42,17 @@ def default_model_loader(settings: Settings, progress: ProgressCallback):
         dtype=settings.dtype,
         kv_cache=settings.kv_cache,
         trust_remote_code=settings.trust_remote_code,
+        progress=progress,
     )
 
 
 def model_load_message(model: str, error: BaseException) -> str:
     """A load failure, always naming the way out (the built-in model or a local folder)."""
     text = f"could not load model {model!r}: {error}"
-    if "tiny" not in str(error):
+    if "builtin" not in str(error) and model != "builtin":
         text += (
-            '; use the built-in offline model (setting model = "tiny", `--model tiny`, '
-            "`make demo MODEL=tiny`) or the path of a local model folder"
+            '; use the built-in offline model (setting model = "builtin", the default; `--model builtin`) '
+            "or the path of a local model folder"
         )
     return text
 

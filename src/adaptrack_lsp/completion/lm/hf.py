@@ -1,6 +1,6 @@
 """Hugging Face causal LMs as a `LanguageModel`, with KV-cache path management.
 
-Owns the model sources (local folder, hub id or the built-in ``tiny``; safetensors only;
+Owns the model sources (local folder, hub id or the test model ``tiny``; safetensors only;
 device/dtype selection; clear `ModelError`s naming the fix; `lm.loading.load_model`
 puts them together) and the KV state:
 
@@ -42,21 +42,17 @@ from adaptrack_lsp.completion.lm.base import (
     ModelError,
     PromptInfo,
 )
+from adaptrack_lsp.completion.tokenizer_bytes import ROUND_TRIP_TEXTS  # noqa: F401  (loading.py's import)
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import is_hub_id
 
 log = logging.getLogger(__name__)
 
 OFFLINE_FIX = (
-    "use `--model tiny` (`MODEL=tiny` for `make demo`) for the built-in offline model, "
+    "use `--model builtin` (the default; `make demo` runs it) for the built-in offline model, "
     "or pass the path of a local model folder"
 )
 
-#: texts whose tokenization must round-trip through the vocabulary's bytes at load time
-ROUND_TRIP_TEXTS = (
-    "import numpy as np\nx = np.linalg.norm(a, ord=2)  # norm\n",
-    "\tdef __init__(self, *args, **kwargs):\r\n        return {'é': \"日本\", 3.5e-3: None}\n",
-)
 
 _DTYPES = {
     "float32": torch.float32,
@@ -476,7 +472,8 @@ HUB_MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", 
 def resolve_model_source(name_or_path: str, relative_to: str | os.PathLike | None = None) -> tuple[str, bool]:
     """(what to load, whether it is a local folder) for a model setting.
 
-    ``tiny`` is the built-in model; a hub id (`is_hub_id`) stays a hub id; anything else
+    ``tiny`` is the random test transformer (``builtin`` never reaches here: it is no
+    transformers model, `loading.load_model` handles it); a hub id (`is_hub_id`) stays a hub id; anything else
     is a path.  A relative path resolves against `relative_to` (the directory the user's
     configuration is relative to, e.g. the shell's directory for a command-line
     argument), never against the server's working directory: without `relative_to` it

@@ -1,29 +1,19 @@
-"""Loading a causal LM: the built-in ``tiny``, a local folder or a hub id, on the
-dynamic (`hf.HFLanguageModel`) or the static (`static_cache.StaticCacheLanguageModel`)
-KV-cache path as the `kvCache` setting chooses.
+"""Loading a language model by name: the built-in ``builtin`` (n-gram, no torch) and
+``tiny`` (random transformer for tests), a local folder or a hub id.
 
-Heavy imports (torch, transformers) happen when this module is imported.
+Transformers models go on the dynamic (`hf.HFLanguageModel`) or the static
+(`static_cache.StaticCacheLanguageModel`) KV-cache path as the `kvCache` setting chooses.
+torch and transformers are imported only when such a model is loaded.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
-from adaptrack_lsp.completion.lm.hf import (
-    OFFLINE_FIX,
-    ROUND_TRIP_TEXTS,
-    HFLanguageModel,
-    ModelError,
-    _choose_cpu_threads,
-    _hub_snapshot,
-    _offline,
-    resolve_device,
-    resolve_dtype,
-    resolve_model_source,
-    vocabulary_for,
-)
-from adaptrack_lsp.completion.lm.static_cache import StaticCacheLanguageModel, use_static_cache
+from adaptrack_lsp.completion.lm.base import LanguageModel
+from adaptrack_lsp.config import BUILTIN_MODEL
 
 
 def load_model(
@@ -33,9 +23,14 @@ def load_model(
     trust_remote_code: bool = False,
     kv_cache: str = "auto",
     relative_to: str | os.PathLike | None = None,
+    progress: Callable[[str, int | None], None] | None = None,
     **options: Any,
-) -> HFLanguageModel:
-    """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
+) -> LanguageModel:
+    """Load a language model: ``"builtin"`` (the offline n-gram model, built on first use
+    with `progress`), ``"tiny"`` (a random transformer for tests), a local folder, or a hub id.
+
+    The built-in model runs on the CPU without torch: `device`, `dtype`, `kv_cache` and
+    `options` do not apply to it.
 
     `kv_cache`: ``auto`` (static buffers on CUDA, dynamic elsewhere), ``static`` or
     ``dynamic`` (see `static_cache`).  `relative_to`: the directory a relative model
@@ -43,7 +38,38 @@ def load_model(
     max_cached_prompts, ...).  Raises `ModelError` with a message naming the fix when
     the model cannot be loaded.
     """
+    if name_or_path == BUILTIN_MODEL:
+        from adaptrack_lsp.completion.lm.builtin import load_builtin_model
+
+        return load_builtin_model(progress)
+    return _load_transformers_model(name_or_path, device, dtype, trust_remote_code, kv_cache, relative_to, **options)
+
+
+def _load_transformers_model(
+    name_or_path: str,
+    device: str,
+    dtype: str,
+    trust_remote_code: bool,
+    kv_cache: str,
+    relative_to: str | os.PathLike | None,
+    **options: Any,
+):
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from adaptrack_lsp.completion.lm.hf import (
+        OFFLINE_FIX,
+        ROUND_TRIP_TEXTS,
+        HFLanguageModel,
+        ModelError,
+        _choose_cpu_threads,
+        _hub_snapshot,
+        _offline,
+        resolve_device,
+        resolve_dtype,
+        resolve_model_source,
+        vocabulary_for,
+    )
+    from adaptrack_lsp.completion.lm.static_cache import StaticCacheLanguageModel, use_static_cache
 
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
