@@ -88,6 +88,25 @@ def crop_cache(cache, length: int) -> None:
         raise CacheCropError(f"cache holds {cache.get_seq_length()} tokens after cropping to {length}")
 
 
+def cache_keyword(model) -> str:
+    """The name under which `model`'s forward takes the KV cache: ``cache`` in current
+    transformers, ``past_key_values`` before (still accepted there, with a FutureWarning)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(type(model).forward).parameters  # the class's: wrappers hide it
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The KV cache a forward pass returned (``cache``, or ``past_key_values`` before)."""
+    if "cache" in output:
+        return output["cache"]
+    return output.get("past_key_values")
+
+
 def _layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     layers = getattr(cache, "layers", None)
     if layers is not None:
@@ -146,6 +165,7 @@ class HFLanguageModel(LanguageModel):
         max_node_cache_bytes: int = 1 << 30,
     ):
         self.model = model.eval()
+        self._cache_keyword = cache_keyword(model)
         self.tokenizer = tokenizer
         self.name = name
         self.device = next(model.parameters()).device
@@ -343,14 +363,17 @@ class HFLanguageModel(LanguageModel):
                 part = list(tokens[begin : begin + chunk])
                 input_ids = torch.tensor([part], dtype=torch.long, device=self.device)
                 started = time.perf_counter()
-                output = self.model(input_ids=input_ids, past_key_values=slot.cache, use_cache=True, logits_to_keep=1)
+                output = self.model(
+                    input_ids=input_ids, use_cache=True, logits_to_keep=1, **{self._cache_keyword: slot.cache}
+                )
                 logits = output.logits[0, -1]
                 if logits.device.type != "cpu":
                     logits = logits.float().cpu()
                 self.forward_seconds += time.perf_counter() - started
                 self.forward_calls += 1
-                if output.past_key_values is not slot.cache:  # models that return a new cache object
-                    slot.cache = output.past_key_values
+                returned = returned_cache(output)
+                if returned is not None and returned is not slot.cache:  # models that return a new cache object
+                    slot.cache = returned
                 slot.ids.extend(part)
                 self.tokens_fed += len(part)
             if path is not None and self._node_store:
