@@ -245,7 +245,11 @@ class BuiltinLanguageModel(LanguageModel):
     """The n-gram corpus model mixed with the document model, over a byte-level BPE."""
 
     def __init__(self, tokenizer, tables: NGramTables, recipe: dict, manifest: dict | None = None, name: str = BUILTIN_NAME):
-        from adaptrack_lsp.completion.tokenizer_bytes import ROUND_TRIP_TEXTS, round_trip_mismatches, vocabulary_from_tokenizer
+        from adaptrack_lsp.completion.tokenizer_bytes import (
+            ROUND_TRIP_TEXTS,
+            round_trip_mismatches,
+            vocabulary_from_tokenizer,
+        )
 
         self.tokenizer = tokenizer
         self.tables = tables
