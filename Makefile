@@ -45,6 +45,7 @@ bench: install-dev
 	$(PY) benchmarks/cold_start.py
 	$(PY) benchmarks/soak.py
 	$(PY) benchmarks/map_search.py
+	$(PY) benchmarks/builtin_model.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules

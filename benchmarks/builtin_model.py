@@ -163,6 +163,12 @@ def main() -> None:
     from adaptrack_lsp.config import Settings
 
     settings = Settings(model="builtin", timeout_ms=120_000, temperature=0.0)
+    if args.smoke:  # validity from a snapshot of numpy: no jedi process to start
+        from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
+
+        snapshot = Path(cache.name) / "numpy-snapshot.json"
+        write_snapshot(module_snapshot("numpy", ("linalg", "random")), snapshot)
+        settings = settings.replace(api_snapshot=str(snapshot))
     service = CompletionService(settings, workspace_root=cache.name, model_loader=lambda _s, _p: lm)
     service.load()
     chosen = cursors(files, args.cursors)
