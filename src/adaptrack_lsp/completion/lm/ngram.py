@@ -102,7 +102,13 @@ class NGramTables:
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         """P(next token | context) as float64[vocab_size], normalised, every entry > 0."""
+        return self.distribution_and_match(context)[0]
+
+    def distribution_and_match(self, context: Sequence[int]) -> tuple[np.ndarray, int]:
+        """`distribution`, and how many tokens of the context the tables had seen (the
+        longest context whose continuations are stored)."""
         probs = self.unigram.copy()
+        matched = 0
         for length, state in enumerate(context_hashes(context, self.order - 1), start=1):
             table = self.tables[length + 1]
             index = int(np.searchsorted(table.context_hash, _U64(state)))
@@ -111,7 +117,8 @@ class NGramTables:
             start, end = int(table.offsets[index]), int(table.offsets[index + 1])
             probs *= float(table.backoff[index])
             probs[table.next_token[start:end]] += table.next_prob[start:end]
-        return probs
+            matched = length
+        return probs, matched
 
     # -- files ---------------------------------------------------------------------------
     def save(self, folder: Path) -> list[str]:
