@@ -151,17 +151,19 @@ def test_the_document_model_copies_names_from_the_prompt(small_model):
 
 def test_the_bracket_prior_discourages_unbalanced_lines(small_model):
     lm, _cache = small_model
-    closing = lm.encode(")")[0]
+    paren, square = lm.encode(")")[0], lm.encode("]")[0]
     lm.set_prompt(lm.encode("x = 1\ny = x"))
-    balanced = lm.next_logprobs([])[closing]
+    nothing_open = lm.next_logprobs([])
     lm.set_prompt(lm.encode("x = 1\ny = f(x"))
-    assert lm.next_logprobs([])[closing] > balanced + np.log(100)  # 1000x less likely with nothing open
+    paren_open = lm.next_logprobs([])
+    assert paren_open[paren] > nothing_open[paren] + np.log(100)  # 1000x less likely with nothing open
+    assert paren_open[square] < paren_open[paren] - np.log(100)  # the wrong kind of bracket
 
 
 def test_scan_code_reads_brackets_strings_and_comments():
     state, flags = builtin.scan_code('x = f("(", [1, # (\n', marks=[0, 7, 10])
-    assert state == builtin.CodeState(depth=2) and flags == [True, False, True]
-    assert builtin.scan_code("s = '(' + g(")[0] == builtin.CodeState(depth=1)
+    assert state == builtin.CodeState(brackets="([") and flags == [True, False, True]
+    assert builtin.scan_code("s = '(' + g(")[0] == builtin.CodeState(brackets="(")
     assert builtin.scan_code("x = 'abc")[0].quote == "'"
     assert builtin.scan_code("x = (\n    1,\ndef f(")[0].depth == 1  # a def line starts afresh
 

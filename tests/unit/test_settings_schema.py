@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from adaptrack_lsp.config import settings_schema
 
 ROOT = Path(__file__).resolve().parents[2]

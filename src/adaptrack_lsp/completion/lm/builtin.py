@@ -14,10 +14,11 @@ training.  Two parts, mixed per token:
   suffix of the context in the prompt itself (code repeats its own names), weighted by
   the characters c of that suffix as c / (c + 6).  On held-out files it doubles
   next-token top-1 (see `benchmarks/builtin_model.py`);
-- a line prior (`BracketShapes`): a token that closes a bracket that is not open, ends
-  the line while one is, puts a colon where the statement needs none (or leaves a block
-  header without one) or repeats a 4-gram of the same line keeps a small share of its
-  probability; past 72 characters, closing brackets and a balanced line end gain.
+- a line prior (`BracketShapes`): a token that closes a bracket that is not open (or of
+  another kind), ends the line while one is or continues it with a backslash, puts a
+  colon where the statement needs none (or leaves a block header without one) or
+  repeats a 4-gram of the same line keeps a small share of its probability; past 60
+  characters, closing brackets and a balanced line end gain.
 
 Both give full distributions; every token has probability > 0, so every decoder and the
 prefix tree work unchanged.  The model has no fill-in-the-middle tokens: prompts are
@@ -91,7 +92,7 @@ UNBALANCED_CLOSE = 1e-3
 NEWLINE_WHILE_OPEN = 1e-3
 #: a line break that leaves a block header (``if``, ``def``, ...) without its final colon,
 #: or gives another statement one, keeps this share
-WRONG_COLON = 0.01
+WRONG_COLON = 1e-3
 BLOCK_KEYWORDS = frozenset(
     ("if", "elif", "else", "while", "for", "with", "def", "class", "try", "except", "finally", "async", "match", "case")
 )
@@ -100,8 +101,8 @@ BLOCK_KEYWORDS = frozenset(
 REPEAT = 0.05
 #: past this many characters on a line, closing brackets and a balanced line end become
 #: e times more likely every LONG_LINE_SCALE characters (code lines are rarely longer)
-LONG_LINE = 72
-LONG_LINE_SCALE = 8
+LONG_LINE = 60
+LONG_LINE_SCALE = 4
 REPEAT_CONTEXT = 3
 MARKER = "adaptrack-recipe.json"
 #: rough share of the build each stage takes (progress percentages)
@@ -111,15 +112,27 @@ _STAGES = {"read": 25, "tokenizer": 5, "encode": 35, "count": 33, "save": 2}
 # -- the bracket prior -------------------------------------------------------------------
 @dataclass(frozen=True)
 class CodeState:
-    """Where a Python text ends: open brackets, inside a string (its quote) or a comment."""
+    """Where a Python text ends: its open brackets (innermost last), inside a string (its
+    quote) or a comment."""
 
-    depth: int = 0
+    brackets: str = ""
     quote: str = ""
     comment: bool = False
 
     @property
+    def depth(self) -> int:
+        return len(self.brackets)
+
+    @property
     def in_code(self) -> bool:
         return not self.quote and not self.comment
+
+    def closers(self, count: int) -> str:
+        """The text that closes the innermost `count` open brackets."""
+        return "".join(_CLOSING[b] for b in reversed(self.brackets[len(self.brackets) - count :]))
+
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
 
 
 #: lines that are code whatever came before: a def, class or decorator, or a module-level
@@ -133,13 +146,13 @@ def scan_code(text: str, state: CodeState = CodeState(), marks: Sequence[int] = 
     Brackets are counted outside strings and comments; a closing bracket with none open
     is ignored, and at a line that is surely code (`_FRESH_LINE`) the scan starts afresh
     (a misread string state ends there too)."""
-    depth, quote, comment = state.depth, state.quote, state.comment
+    brackets, quote, comment = state.brackets, state.quote, state.comment
     index, length = 0, len(text)
     flags: list[bool] = []
     mark = 0
     while index < length:
-        if (index == 0 or text[index - 1] == "\n") and (quote or comment or depth) and _FRESH_LINE.match(text, index):
-            depth, quote, comment = 0, "", False
+        if (index == 0 or text[index - 1] == "\n") and (quote or comment or brackets) and _FRESH_LINE.match(text, index):
+            brackets, quote, comment = "", "", False
         while mark < len(marks) and marks[mark] <= index:
             flags.append(not quote and not comment)
             mark += 1
@@ -161,12 +174,12 @@ def scan_code(text: str, state: CodeState = CodeState(), marks: Sequence[int] = 
             quote = text[index : index + 3] if text[index : index + 3] in ("'''", '"""') else char
             index += len(quote) - 1
         elif char in "([{":
-            depth += 1
-        elif char in ")]}" and depth:
-            depth -= 1
+            brackets += char
+        elif char in ")]}" and brackets:
+            brackets = brackets[:-1]  # a mismatched closer closes the innermost bracket anyway
         index += 1
     flags.extend([not quote and not comment] * (len(marks) - mark))
-    return CodeState(depth, quote, comment), flags
+    return CodeState(brackets, quote, comment), flags
 
 
 _TRIPLE = re.compile(r"\"\"\"|\'\'\'")
@@ -193,13 +206,16 @@ def window_start_state(text: str) -> CodeState:
 
 @dataclass
 class BracketShapes:
-    """Per token: the lowest bracket depth reached inside it (from 0) and the depth at its
-    first line break; tokens with quotes, ``#`` or backslashes are left alone."""
+    """Per token: the brackets it closes that it did not open (``"])"`` for ``"]),"``),
+    the lowest bracket depth reached inside it (from 0) and the depth at its first line
+    break; tokens with quotes, ``#`` or backslashes are left alone."""
 
     lowest: np.ndarray  # int32[V]
     at_newline: np.ndarray  # int32[V]; a large negative value when the token has no line break
     colon_before_newline: np.ndarray  # int8[V]: 1 the text before its line break ends with ":", 0 not, -1 blank
     has_newline: np.ndarray  # bool[V]
+    closing: dict[str, np.ndarray]  # closers a token needs open -> the token ids
+    continuation: np.ndarray  # bool[V]: a backslash outside a string (the line goes on)
 
     NO_NEWLINE = -(1 << 20)
 
@@ -209,7 +225,10 @@ class BracketShapes:
         at_newline = np.full(size, cls.NO_NEWLINE, dtype=np.int32)
         colon = np.zeros(size, dtype=np.int8)
         has_newline = np.zeros(size, dtype=bool)
+        closing: dict[str, list[int]] = {}
+        continuation = np.zeros(size, dtype=bool)
         for token_id, text in enumerate(texts):
+            continuation[token_id] = "\\" in text and not any(c in text for c in "'\"#")
             if "\n" in text:
                 has_newline[token_id] = True
                 before = text.split("\n", 1)[0].rstrip()
@@ -217,29 +236,45 @@ class BracketShapes:
             if not text or any(c in text for c in "'\"#\\"):
                 continue
             depth = low = 0
+            opened, unmatched = "", ""
             for char in text:
                 if char in "([{":
                     depth += 1
+                    opened += char
                 elif char in ")]}":
                     depth -= 1
                     low = min(low, depth)
+                    if opened:
+                        opened = opened[:-1]
+                    else:
+                        unmatched += char
                 elif char == "\n" and at_newline[token_id] == cls.NO_NEWLINE:
                     at_newline[token_id] = depth
             lowest[token_id] = low
-        return cls(lowest, at_newline, colon, has_newline)
+            if unmatched:
+                closing.setdefault(unmatched, []).append(token_id)
+        groups = {key: np.asarray(ids, dtype=np.int64) for key, ids in closing.items()}
+        return cls(lowest, at_newline, colon, has_newline, groups, continuation)
 
-    def factors(self, depth: int, block_header: bool, ends_with_colon: bool, line_length: int) -> np.ndarray:
-        """Multipliers for the next token at bracket `depth` (in code), on a line of
+    def factors(self, state: CodeState, block_header: bool, ends_with_colon: bool, line_length: int) -> np.ndarray:
+        """Multipliers for the next token after `state` (in code), on a line of
         `line_length` characters so far that is a block header (or not) and ends with a
         colon (or not)."""
-        factor = np.where(depth + self.lowest < 0, UNBALANCED_CLOSE, 1.0)
+        depth = state.depth
+        factor = np.ones(len(self.lowest))
+        closes = np.zeros(len(self.lowest), dtype=bool)
+        for needed, ids in self.closing.items():
+            if len(needed) <= depth and needed == state.closers(len(needed)):
+                closes[ids] = True
+            else:  # closes a bracket that is not open, or the wrong kind
+                factor[ids] = UNBALANCED_CLOSE
         factor = np.where(depth + self.at_newline > 0, factor * NEWLINE_WHILE_OPEN, factor)
+        factor = np.where(self.continuation, factor * NEWLINE_WHILE_OPEN, factor)  # a line completion ends its line
         colon = np.where(self.colon_before_newline < 0, int(ends_with_colon), self.colon_before_newline)
         wrong = self.has_newline & (depth + self.at_newline <= 0) & (colon != int(block_header))
         factor = np.where(wrong, factor * WRONG_COLON, factor)
         over = max(0, line_length - LONG_LINE) / LONG_LINE_SCALE
         if over > 0:  # past the usual line length, closing brackets and a balanced end gain
-            closes = (self.lowest < 0) & (depth + self.lowest >= 0)
             ends = self.has_newline & (depth + self.at_newline <= 0)
             factor = np.where(closes | ends, factor * np.exp(min(over, 20.0)), factor)
         return factor
@@ -321,7 +356,7 @@ class BuiltinLanguageModel(LanguageModel):
             line = self._line_text(path)
             words = line.split(None, 1)
             header = bool(words) and words[0].rstrip(":") in BLOCK_KEYWORDS
-            probs = probs * self._brackets.factors(state.depth, header, line.rstrip().endswith(":"), len(line))
+            probs = probs * self._brackets.factors(state, header, line.rstrip().endswith(":"), len(line))
         repeated = self._repeating(context, path)
         if len(repeated):
             probs[repeated] *= REPEAT
@@ -447,7 +482,7 @@ class _Progress:
                 desc="building the built-in model (first use)",
                 file=sys.stderr,
                 mininterval=0.5 if sys.stderr.isatty() else 15,
-                bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed} {postfix}",
+                bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed}{postfix}",
             )
         self._reported = -1
 
