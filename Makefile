@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
-MODEL ?= Qwen/Qwen2.5-Coder-1.5B
+MODEL ?= builtin
 
 .PHONY: venv install install-dev llama-cpp npm demo test test-python bench clean
 
@@ -30,8 +30,9 @@ llama-cpp: install-dev
 npm:
 	npm ci --no-audit --no-fund
 
-# complete the files in examples/ with $(MODEL); offline, a hub id stops with a message
-# naming MODEL=tiny (built-in) or a local model folder: there is no silent fallback
+# each example's cursor completed unconstrained, constrained and with AdapTrack, marked
+# valid or INVALID for the installed packages.  MODEL: builtin (offline, built on first
+# use), a hub id or a local model folder; one that cannot be loaded stops with a message
 demo: install
 	MODEL="$(MODEL)" PY="$(PY)" scripts/demo.sh
 
@@ -50,6 +51,7 @@ bench: install-dev
 	$(PY) benchmarks/soak.py
 	$(PY) benchmarks/map_search.py
 	$(PY) benchmarks/kwargs.py
+	$(PY) benchmarks/builtin_model.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules

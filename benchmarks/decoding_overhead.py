@@ -19,6 +19,9 @@ Figures per decoder, measured in one run:
 Not timed: building the tokenizer, the model and the per-vocabulary constraint tables
 (done once per process in the server).  Usage:
     python benchmarks/decoding_overhead.py [--prompt-tokens 300] [--samples 4] [--threads N]
+    python benchmarks/decoding_overhead.py --smoke   # a one-layer model, 2k tokens (seconds)
+
+Last line: ``overhead_adaptrack=... overhead_constrained=... fed_ratio_adaptrack=... fed_ratio_constrained=...``.
 """
 
 from __future__ import annotations
@@ -78,7 +81,12 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=24, help="hidden layers (24 = 0.5B-sized)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="a one-layer model over a 2k-token vocabulary (a run check)")
     args = parser.parse_args()
+    size = {"vocab": 151_643, "logits": 151_936, "hidden": 896, "intermediate": 4864, "heads": 14, "kv_heads": 2}
+    if args.smoke:
+        args.prompt_tokens, args.samples, args.max_new_tokens, args.layers = 60, 2, 3, 1
+        size = {"vocab": 2000, "logits": 2048, "hidden": 64, "intermediate": 128, "heads": 4, "kv_heads": 2}
 
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -95,15 +103,15 @@ def main() -> int:
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    tokenizer = build_large_tokenizer(151_643)
+    tokenizer = build_large_tokenizer(size["vocab"])
     eos_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     config = Qwen2Config(
-        vocab_size=151_936,
-        hidden_size=896,
-        intermediate_size=4864,
+        vocab_size=size["logits"],
+        hidden_size=size["hidden"],
+        intermediate_size=size["intermediate"],
         num_hidden_layers=args.layers,
-        num_attention_heads=14,
-        num_key_value_heads=2,
+        num_attention_heads=size["heads"],
+        num_key_value_heads=size["kv_heads"],
         max_position_embeddings=32768,
         rope_theta=1_000_000.0,
         tie_word_embeddings=True,
@@ -124,7 +132,8 @@ def main() -> int:
     monitor = ApiMonitor(StaticIndex(numpy_names(), source="numpy names"))
     context = ConstraintContext(document=prefix, prefix=prefix)
     print(
-        f"model: Qwen2 {parameters / 1e6:.0f}M parameters ({args.layers} layers, hidden 896, 14/2 heads), "
+        f"model: Qwen2 {parameters / 1e6:.0f}M parameters ({args.layers} layers, hidden {size['hidden']}, "
+        f"{size['heads']}/{size['kv_heads']} heads), "
         f"fp32 CPU, {torch.get_num_threads()} threads, built in {build_seconds:.1f} s"
     )
     print(f"vocabulary: {vocab.num_defined} tokens, {vocab.size} logits; prompt: {len(prompt_ids)} tokens ending in 'np.'")

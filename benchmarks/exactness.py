@@ -8,6 +8,7 @@ over the tasks), next to the TVD that exact samples of the same size show (the n
 multinomial draws from P(s | c) itself), and LM calls per sample.
 
     python benchmarks/exactness.py [--tasks 6] [--samples 2000]
+    python benchmarks/exactness.py --smoke   # one task, 20 samples (seconds)
 
 Last line: `name=value` pairs: per decoder the mean TVD per request and LM calls per sample
 in requests of 5, and `exact_over_adaptrack_lm_calls` (LM calls of `exact` / `adaptrack`,
@@ -72,7 +73,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=6)
     parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--smoke", action="store_true", help="one task, 20 samples (a run check)")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.samples = 1, 20
     tasks = suite_tasks(args.tasks)
     regimes = ["fresh", "requests of 5", "shared"]
     rng = np.random.default_rng(0)

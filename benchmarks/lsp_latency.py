@@ -15,6 +15,7 @@ Validity comes from a snapshot of the installed numpy unless `--live-index` (jed
 given, so that the first jedi look-up of numpy does not dominate the run.
 
     python benchmarks/lsp_latency.py [--requests 60] [--max-new-tokens 8]
+    python benchmarks/lsp_latency.py --smoke   # 3 requests, 2 new tokens
 
 Last line: ``p50_ms=... p95_ms=... edit_tokens_fed=... edit_tokens_fed_fim=...``.
 """
@@ -161,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decoder", default="adaptrack")
     parser.add_argument("--live-index", action="store_true", help="validity from jedi instead of a numpy snapshot")
     parser.add_argument("--threads", default="1", help="OMP_NUM_THREADS for the server (default 1)")
+    parser.add_argument("--smoke", action="store_true", help="3 requests of 2 new tokens (a run check)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.requests, args.max_new_tokens = 3, 2
 
     env = {**os.environ, "OMP_NUM_THREADS": args.threads, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     folder = Path(tempfile.mkdtemp(prefix="adaptrack-bench-"))

@@ -6,6 +6,7 @@ rounds; printed are the median wall time of each and how often the answers agree
 (`decoder: map`) guarantees argmax P(s | c); greedy AdapTrack is the ghost-text default.
 
     python benchmarks/map_search.py [--rounds 5]
+    python benchmarks/map_search.py --smoke   # one round
 
 Last line: `map_ms=… adaptrack_ms=… map_over_adaptrack=… same_answers=…`.
 """
@@ -27,7 +28,10 @@ CURSORS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="one round (a run check)")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
 
     import numpy
 

@@ -7,6 +7,7 @@ long completion (so the worker thread is busy, the case that used to wait), send
 a server that is still running 2 s after `exit` (vscode-languageclient).
 
     python benchmarks/server_exit.py [--runs 3]
+    python benchmarks/server_exit.py --smoke   # one run
 
 Last line: ``exit_ms_max=... exit_ms_median=... runs=...``.
 """
@@ -88,7 +89,10 @@ def one_run(workspace: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="one run (a run check)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     times = []
     with tempfile.TemporaryDirectory() as folder:
         for run in range(args.runs):

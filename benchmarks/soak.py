@@ -8,6 +8,7 @@ memory (RSS) is sampled after every round.  Validity comes from the live environ
 (jedi) unless `--snapshot` is given.
 
     python benchmarks/soak.py [--rounds 40] [--documents 20] [--warmup-rounds 10]
+    python benchmarks/soak.py --smoke   # 3 rounds over 2 documents
 
 Last line: ``... last_half_growth_mb=... last_half_slope_mb_per_100_requests=...
 rss_growth_mb_after_warmup=...``: growth from the end of the warm-up rounds to the end
@@ -59,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--num-samples", type=int, default=5)
     parser.add_argument("--snapshot", action="store_true", help="validity from a numpy snapshot instead of jedi")
+    parser.add_argument("--smoke", action="store_true", help="3 rounds over 2 documents, a numpy snapshot (a run check)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.documents, args.warmup_rounds, args.max_new_tokens, args.num_samples = 3, 2, 1, 4, 2
+        args.snapshot = True
     if not 0 < args.warmup_rounds < args.rounds:
         parser.error("--warmup-rounds must be between 1 and --rounds - 1")
 

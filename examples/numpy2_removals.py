@@ -1,6 +1,8 @@
-# NumPy 2 removed many aliases (np.float_, np.product, np.alltrue, np.in1d, ...).
-# With numpy 2 installed, completions here only name functions that still exist.
+# Code written for NumPy 1 uses aliases that NumPy 2 removed (np.product, np.alltrue, np.float_).
+# With numpy 2 installed, a constrained completion names only functions that still exist.
 import numpy as np
 
-values = np.arange(12).reshape(3, 4)
+weights = np.array([0.5, 1.5, 2.0], dtype=np.float_)
+all_positive = np.alltrue(weights > 0)
+volume = np.product(weights)
 total = np.

@@ -1,7 +1,9 @@
-# TensorFlow 1 code running on TF 2: the v1 API lives under tf.compat.v1.
-# Completions after `tf.compat.v1.` name members that exist in the installed TensorFlow.
+# TensorFlow 1 code on TensorFlow 2: tf.placeholder and tf.Session are gone; the v1 API
+# lives under tf.compat.v1. Constrained completions name what the installed TensorFlow has.
 import tensorflow as tf
 
-labels = tf.constant([[1.0, 2.0]])
-predictions = tf.constant([[1.5, 2.5]])
-loss = tf.compat.v1.losses.
+inputs = tf.placeholder(tf.float32, shape=[None, 3])
+labels = tf.placeholder(tf.float32, shape=[None, 1])
+weights = tf.Variable(tf.zeros([3, 1]))
+predictions = tf.matmul(inputs, weights)
+loss = tf.

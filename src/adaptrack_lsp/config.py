@@ -25,7 +25,13 @@ from cattrs.gen import make_dict_unstructure_fn, override
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B"
+#: the offline model built on this machine at first use (`completion/lm/builtin.py`)
+BUILTIN_MODEL = "builtin"
+#: a random 2-layer transformer with a real tokenizer, for tests (`completion/lm/tiny.py`)
+TINY_MODEL = "tiny"
+#: model names that are neither hub ids nor paths
+BUILTIN_MODELS = (BUILTIN_MODEL, TINY_MODEL)
+DEFAULT_MODEL = BUILTIN_MODEL
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: key/value cache of the model: static buffers (CUDA graphs) on CUDA for auto
@@ -61,19 +67,19 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 def is_hub_id(name: str) -> bool:
     """Whether a model setting has the shape of a Hugging Face hub id (``org/name`` or
-    ``name``; not ``tiny``, the built-in model).
+    ``name``; not ``builtin`` or ``tiny``, the models built on this machine).
 
     A hub id is always a hub id: a folder of the same name in the working directory is
     never loaded in its place.  Local folders are written as paths: absolute, ``~/...``,
     or explicitly relative (``./models/m``)."""
-    return bool(_HUB_ID.match(name)) and not name.startswith(".") and name != "tiny"
+    return bool(_HUB_ID.match(name)) and not name.startswith(".") and name not in BUILTIN_MODELS
 
 
 def model_argument(value: str) -> str:
-    """A ``--model`` command-line value: ``tiny`` and hub ids as given, a path made
-    absolute against the directory the command was typed in (the user's own shell), so
-    that the server never resolves it against its working directory."""
-    if value == "tiny" or is_hub_id(value):
+    """A ``--model`` command-line value: ``builtin``, ``tiny`` and hub ids as given, a path
+    made absolute against the directory the command was typed in (the user's own shell),
+    so that the server never resolves it against its working directory."""
+    if value in BUILTIN_MODELS or is_hub_id(value):
         return value
     return os.path.abspath(os.path.expanduser(value))
 
@@ -194,7 +200,8 @@ def _validated(default: Any, check: Callable[[Any], str | None] | None = None, *
 class Settings:
     """Server and engine settings; every field has a default."""
 
-    #: "tiny" = built-in offline model; a local directory or a Hugging Face hub id
+    #: "builtin" = the offline model built on first use; a local directory or a Hugging
+    #: Face hub id ("tiny": a random transformer for tests)
     model: str = _validated(DEFAULT_MODEL, _nonempty)
     device: str = _validated("auto", _device)
     dtype: str = _validated("auto", _dtype)

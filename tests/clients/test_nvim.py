@@ -9,7 +9,7 @@ Two layers:
 - against a scripted stand-in server (fast): settings and command the client sends,
   ghost text drawing, accept, dismissal on cursor move / insert-leave, stale requests
   cancelled, completefunc;
-- against the real `adaptrack_lsp serve` with the built-in tiny model (slow): the ghost
+- against the real `adaptrack_lsp serve` with the built-in model (slow): the ghost
   text Neovim shows equals what the server answers to a direct LSP client with the same
   settings (greedy, so deterministic), and accepting it puts exactly that in the buffer.
 """
@@ -85,12 +85,13 @@ MATRIX = _matrix()
 # one param per Neovim binary (plugin path), for tests that do not draw ghost text
 VERSIONS = [param for param in MATRIX if param.values[0][1] == "plugin"]
 
-# the real server: tiny model, greedy, short completions, no time budget surprises
+# the real server: the built-in model (what users get offline), greedy, short
+# completions, no time budget surprises
 REAL_SETTINGS = {
-    "model": "tiny",
+    "model": "builtin",
     "device": "cpu",
     "temperature": 0.0,
-    "maxNewTokens": 8,
+    "maxNewTokens": 12,
     "numSamples": 2,
     "timeoutMs": 300000,
     "pythonPath": sys.executable,
@@ -631,7 +632,7 @@ async def _server_answer(
 
 
 @pytest.fixture(scope="module")
-def real_answer(tmp_path_factory):
+def real_answer(tmp_path_factory, builtin_model):
     """The real server's greedy answer after `np.`, asked once by a direct LSP client."""
     workspace = tmp_path_factory.mktemp("direct")
     source = workspace / "example.py"
@@ -666,7 +667,7 @@ def test_ghost_text_equals_the_real_server_answer(tmp_path, editor, real_answer)
                 "local s = require('adaptrack').status(); return s ~= 'starting' and s ~= 'loading' and s ~= 'stopped' and s"
             ),
             READY_TIMEOUT_S,
-            "the server to load the tiny model",
+            "the server to load the built-in model",
             interval=0.5,
         )
         assert state == "ready", nvim.exec_lua(

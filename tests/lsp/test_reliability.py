@@ -72,14 +72,14 @@ def assert_alive_and_answering(client: RawClient) -> None:
 def test_corrupt_then_missing_model_path_keeps_the_server_up_with_a_clear_message(unloadable):
     status = unloadable.wait_status()
     assert status["state"] == "error"
-    assert unloadable.corrupt_path in status["message"] and "tiny" in status["message"]
-    expected = lambda m: unloadable.corrupt_path in m and "tiny" in m  # noqa: E731
+    assert unloadable.corrupt_path in status["message"] and "builtin" in status["message"]
+    expected = lambda m: unloadable.corrupt_path in m and "builtin" in m  # noqa: E731
     assert any(map(expected, shown_messages(unloadable, expected))), shown_messages(unloadable)
 
     missing = "/nonexistent/models/not-here"
     unloadable.notify("workspace/didChangeConfiguration", {"settings": {"adaptrack": {"model": missing}}})
     status = unloadable.wait_status(states=("error",))
-    assert missing in status["message"] and "tiny" in status["message"]
+    assert missing in status["message"] and "builtin" in status["message"]
     assert any(missing in m for m in shown_messages(unloadable, lambda m: missing in m))
     assert_alive_and_answering(unloadable)
     inline = unloadable.request("textDocument/inlineCompletion", inline_params(URI, 0, 0))

@@ -67,12 +67,32 @@ def test_json_output_with_the_tiny_model(tmp_path):
     assert output["counters"]["lm_calls"] >= 1 and output["counters"]["tokens_fed"] >= 1
 
 
+def test_compare_prints_each_decoder_with_its_validity(tmp_path):
+    source = tmp_path / "example.py"
+    source.write_text("import numpy as np\nx = np.")
+    snapshot = numpy_snapshot(tmp_path / "numpy.json")
+    done = run_cli(
+        str(source), "--model", "tiny", "--snapshot", snapshot, "--max-new-tokens", "3",
+        "--compare", "unconstrained,constrained,adaptrack",
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].strip().startswith("x = np.")
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert set(rows) == {"unconstrained", "constrained", "adaptrack"}
+    for name in ("constrained", "adaptrack"):  # constrained decoders write valid text
+        assert re.search(r"'\s+valid\b", rows[name]), rows[name]
+    assert re.search(r"(valid|INVALID)", rows["unconstrained"])
+    bad = run_cli(str(source), "--model", "tiny", "--compare", "unconstrained,fastest")
+    assert bad.returncode == 2 and "unknown decoder 'fastest'" in bad.stderr
+
+
 def test_model_that_cannot_be_loaded_fails_loudly(tmp_path):
     source = tmp_path / "example.py"
     source.write_text("x = 1\n")
     done = run_cli(str(source), "--model", str(tmp_path / "no-such-model"))
     assert done.returncode != 0
-    assert "--model tiny" in done.stderr and "MODEL=tiny" in done.stderr
+    assert "--model builtin" in done.stderr
     assert done.stdout == ""
 
 

@@ -77,7 +77,7 @@ def test_device_and_dtype_resolution():
 
 
 def test_missing_local_path_is_a_clear_error(tmp_path):
-    with pytest.raises(ModelError, match="does not exist.*--model tiny"):
+    with pytest.raises(ModelError, match="does not exist.*--model builtin"):
         load_model(str(tmp_path / "no-such-model"))
 
 
@@ -103,7 +103,7 @@ def test_unreachable_hub_id_names_the_fix(monkeypatch):
     with pytest.raises(ModelError) as error:
         load_model("adaptrack-test-org/no-such-model-anywhere")
     message = str(error.value)
-    assert "offline" in message and "--model tiny" in message and "MODEL=tiny" in message and "local model folder" in message
+    assert "offline" in message and "--model builtin" in message and "local model folder" in message
 
 
 # -- distributions ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from adaptrack_lsp.completion.lm.hf import (
     CacheCropError,
     HFLanguageModel,
     append_kv,
+    cache_keyword,
     crop_cache,
     last_tokens_kv,
 )
@@ -34,7 +35,7 @@ def test_crop_cache_keeps_exactly_the_first_tokens(tiny):
     cache = DynamicCache(config=tiny.model.config)
     ids = tiny.encode(PROMPT)[:10]
     with torch.inference_mode():
-        tiny.model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        tiny.model(input_ids=torch.tensor([ids]), use_cache=True, **{cache_keyword(tiny.model): cache})
     assert cache.get_seq_length() == 10
     full_keys = [layer.keys.clone() for layer in cache.layers]
     tail = last_tokens_kv(cache, 4)  # tokens 6..9

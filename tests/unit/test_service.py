@@ -125,7 +125,7 @@ def test_not_ready_and_failed_loads():
         service.complete("x", 1)
     with pytest.raises(ServiceNotReady, match="disk on fire"):
         service.load()
-    assert service.state == "error" and "tiny" in service.message
+    assert service.state == "error" and "builtin" in service.message
     service.close()
 
 

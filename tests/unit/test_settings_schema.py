@@ -1,6 +1,6 @@
 """Settings from one schema: `adaptrack_lsp.config.settings_schema()` against the four other
 places that list the server settings (VS Code contributions, VS Code SERVER_DEFAULTS,
-Neovim's config.lua, the README table).  Adding, renaming or changing the default of a
+Neovim's config.lua, the table in docs/settings.md).  Adding, renaming or changing the default of a
 setting in one place only fails here, naming the place."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from adaptrack_lsp.config import settings_schema
 
@@ -85,12 +83,9 @@ def test_neovim_client_follows_the_schema():
         assert {declared[name]} <= _types(entry), f"config.lua server_settings.{name} = {declared[name]!r}"
 
 
-@pytest.mark.parametrize("section", ["### Settings"])
-def test_readme_table_follows_the_schema(section):
-    text = (ROOT / "README.md").read_text()
-    part = text[text.index(section) :]
-    part = part[: part.index("\n### ", 4)]
-    rows = re.findall(r"^\| `(\w+)` \| `(.+?)` \|", part, re.M)
-    assert [name for name, _ in rows] == list(SCHEMA), "README settings table: names or order differ from the schema"
+def test_docs_settings_table_follows_the_schema():
+    text = (ROOT / "docs" / "settings.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| `(.+?)` \|", text, re.M)
+    assert [name for name, _ in rows] == list(SCHEMA), "docs/settings.md table: names or order differ from the schema"
     for name, default in rows:
-        assert json.loads(default) == SCHEMA[name]["default"], f"README settings table: {name} default {default}"
+        assert json.loads(default) == SCHEMA[name]["default"], f"docs/settings.md table: {name} default {default}"

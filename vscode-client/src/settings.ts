@@ -58,7 +58,7 @@ export interface ClientSettings {
 export type ExtensionSettings = ServerSettings & ClientSettings;
 
 export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
-  model: 'Qwen/Qwen2.5-Coder-1.5B',
+  model: 'builtin',
   device: 'auto',
   dtype: 'auto',
   kvCache: 'auto',

@@ -277,7 +277,7 @@ function M.completefunc(findstart, base)
   return complete.completefunc(findstart, base)
 end
 
---- Configure and start: `require('adaptrack').setup{ settings = { model = 'tiny' } }`.
+--- Configure and start: `require('adaptrack').setup{ settings = { model = 'builtin' } }`.
 --- The state the last status change left (for `ask_again_when_indexed`).
 local last_state = status.state
 local listening = false

@@ -23,8 +23,15 @@ _LOCATION = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+)$")
 
 def add_arguments(parser) -> None:
     parser.add_argument("location", metavar="FILE[:LINE:COL]", help="file and 1-based cursor position")
-    parser.add_argument("--model", default=None, type=model_argument, help="'tiny' (built-in, offline), a local folder or a hub id")
+    parser.add_argument("--model", default=None, type=model_argument, help="'builtin' (offline, the default), a local folder or a hub id")
     parser.add_argument("--decoder", default=None, help="decoder name (default adaptrack)")
+    parser.add_argument(
+        "--compare",
+        default=None,
+        metavar="DECODERS",
+        help="comma-separated decoders: print each one's ghost text for the same cursor, one line each "
+        "(e.g. unconstrained,constrained,adaptrack)",
+    )
     parser.add_argument("--samples", type=int, default=1, help="1 = greedy; K > 1 = K samples, ranked")
     parser.add_argument("--python", default=None, help="interpreter whose installed packages define validity")
     parser.add_argument("--snapshot", default=None, help="API snapshot JSON instead of the live environment")
@@ -126,6 +133,12 @@ def run(args) -> int:
         print(f"adaptrack-lsp complete: --snapshot {args.snapshot}: no such file", file=sys.stderr)
         return 2
     settings, problems = build_settings(args)
+    compared = [name.strip() for name in args.compare.split(",") if name.strip()] if args.compare else []
+    from adaptrack_lsp.config import DECODER_NAMES
+
+    for name in compared:
+        if name not in DECODER_NAMES:
+            problems.append(f"--compare: unknown decoder {name!r}; choose from {', '.join(DECODER_NAMES)}")
     if problems:
         for problem in problems:
             print(f"adaptrack-lsp complete: {problem}", file=sys.stderr)
@@ -152,6 +165,11 @@ def run(args) -> int:
         print(f"adaptrack-lsp complete: {connect_error}", file=sys.stderr)
         service.close()
         return 3
+    if compared:
+        try:
+            return _compare(service, settings, compared, text, offset, path, args.seed, index_progress)
+        finally:
+            service.close()
     try:
         mode = "list" if settings.num_samples > 1 else "inline"
         result = service.complete(text, offset, mode=mode, seed=args.seed, wait_for_index=True, index_progress=index_progress)
@@ -186,4 +204,30 @@ def run(args) -> int:
         f"backtracks={counters.get('backtracks')} wall_ms={1000 * counters.get('wall_seconds', 0.0):.0f} "
         f"index_ms={1000 * counters.get('index_seconds', 0.0):.0f}"
     )
+    return 0
+
+
+def _compare(service, settings, decoders: list[str], text: str, offset: int, path: str, seed: int, index_progress) -> int:
+    """One line per decoder: the ghost text it writes at the cursor, valid or INVALID
+    against the installed packages."""
+    import sys
+
+    line_start = text.rfind("\n", 0, offset) + 1
+    print(f"  {text[line_start:offset].strip()}\u2038   ({path}, model {settings.model})")
+    width = max(len(name) for name in decoders)
+    warned = False
+    for name in decoders:
+        result = service.complete(
+            text, offset, settings=settings.replace(decoder=name), seed=seed, wait_for_index=True, index_progress=index_progress
+        )
+        if result.constraint.problem and not warned:
+            print(f"adaptrack-lsp complete: warning: not API-constrained: {result.constraint.problem}", file=sys.stderr)
+            warned = True
+        if not result.candidates:
+            print(f"  {name:<{width}}  (no completion: {result.status} {result.message})".rstrip())
+            continue
+        candidate = result.candidates[0]
+        flag = "valid" if candidate.valid else "INVALID"
+        packages = ", ".join(f"{n} {v}" for n, v in sorted(result.constraint.packages.items()))
+        print(f"  {name:<{width}}  {candidate.text!r:<60} {flag}" + (f" ({packages})" if packages and name == decoders[-1] else ""))
     return 0

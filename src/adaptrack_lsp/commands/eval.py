@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
         "--model",
         default=None,
         type=model_argument,
-        help="'simulated' (the simulated-intent LM, no weights), 'tiny', a local model folder or a hub id "
+        help="'simulated' (the simulated-intent LM, no weights), 'builtin' (offline), 'tiny', a local model folder or a hub id "
         "(required for tfv1/tfv1real; dsl tasks carry their own tabular LM)",
     )
     parser.add_argument(

@@ -22,8 +22,8 @@ def add_arguments(parser) -> None:
         "--model",
         default=None,
         type=model_argument,
-        help="model to load unless the editor's settings name one ('tiny' = built-in offline model, "
-        "a local folder or a Hugging Face hub id)",
+        help="model to load unless the editor's settings name one ('builtin' = the offline model, the "
+        "default; a local folder or a Hugging Face hub id)",
     )
     add_backend_arguments(parser)
     parser.add_argument(

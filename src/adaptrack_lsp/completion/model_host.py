@@ -31,11 +31,12 @@ class ServiceNotReady(RuntimeError):
 
 
 def default_model_loader(settings: Settings, progress: ProgressCallback):
-    """Load `settings.model` on its backend (`lm.loading.load_for_settings`)."""
+    """Load `settings.model` on its backend (`lm.loading.load_for_settings`; the built-in
+    model is built on first use with `progress`)."""
     from adaptrack_lsp.completion.lm import loading
 
     progress(f"loading {settings.model}", 10)
-    return loading.load_for_settings(settings)
+    return loading.load_for_settings(settings, progress=progress)
 
 
 def model_load_message(model: str, error: BaseException, backend: str = "transformers") -> str:
@@ -44,10 +45,10 @@ def model_load_message(model: str, error: BaseException, backend: str = "transfo
     if backend == "server":  # the server backend's errors name their own fix
         return f"could not start the server backend: {error}"
     text = f"could not load model {model!r}: {error}"
-    if "tiny" not in str(error):
+    if "builtin" not in str(error) and model != "builtin":
         text += (
-            '; use the built-in offline model (setting model = "tiny", `--model tiny`, '
-            "`make demo MODEL=tiny`) or the path of a local model folder"
+            '; use the built-in offline model (setting model = "builtin", the default; `--model builtin`) '
+            "or the path of a local model folder"
         )
     return text
 

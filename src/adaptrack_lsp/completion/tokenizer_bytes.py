@@ -44,6 +44,12 @@ END_OF_SEQUENCE_TOKENS = (
     "<eos>",
 )
 
+#: texts whose tokenization must round-trip through the vocabulary's bytes at load time
+ROUND_TRIP_TEXTS = (
+    "import numpy as np\nx = np.linalg.norm(a, ord=2)  # norm\n",
+    "\tdef __init__(self, *args, **kwargs):\r\n        return {'é': \"日本\", 3.5e-3: None}\n",
+)
+
 SENTENCEPIECE_SPACE = "\u2581"  # ▁
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 

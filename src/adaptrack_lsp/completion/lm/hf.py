@@ -1,6 +1,6 @@
 """Hugging Face causal LMs as a `LanguageModel`, with KV-cache path management.
 
-Owns the model sources (local folder, hub id or the built-in ``tiny``; safetensors only;
+Owns the model sources (local folder, hub id or the test model ``tiny``; safetensors only;
 device/dtype selection; clear `ModelError`s naming the fix; `lm.loading.load_model`
 puts them together) and the KV state:
 
@@ -42,21 +42,17 @@ from adaptrack_lsp.completion.lm.base import (
     ModelError,
     PromptInfo,
 )
+from adaptrack_lsp.completion.tokenizer_bytes import ROUND_TRIP_TEXTS  # noqa: F401  (loading.py's import)
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import is_hub_id
 
 log = logging.getLogger(__name__)
 
 OFFLINE_FIX = (
-    "use `--model tiny` (`MODEL=tiny` for `make demo`) for the built-in offline model, "
+    "use `--model builtin` (the default; `make demo` runs it) for the built-in offline model, "
     "or pass the path of a local model folder"
 )
 
-#: texts whose tokenization must round-trip through the vocabulary's bytes at load time
-ROUND_TRIP_TEXTS = (
-    "import numpy as np\nx = np.linalg.norm(a, ord=2)  # norm\n",
-    "\tdef __init__(self, *args, **kwargs):\r\n        return {'é': \"日本\", 3.5e-3: None}\n",
-)
 
 _DTYPES = {
     "float32": torch.float32,
@@ -90,6 +86,25 @@ def crop_cache(cache, length: int) -> None:
         raise CacheCropError(str(error)) from error
     if cache.get_seq_length() != length:
         raise CacheCropError(f"cache holds {cache.get_seq_length()} tokens after cropping to {length}")
+
+
+def cache_keyword(model) -> str:
+    """The name under which `model`'s forward takes the KV cache: ``cache`` in current
+    transformers, ``past_key_values`` before (still accepted there, with a FutureWarning)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(type(model).forward).parameters  # the class's: wrappers hide it
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The KV cache a forward pass returned (``cache``, or ``past_key_values`` before)."""
+    if "cache" in output:
+        return output["cache"]
+    return output.get("past_key_values")
 
 
 def _layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -150,6 +165,7 @@ class HFLanguageModel(LanguageModel):
         max_node_cache_bytes: int = 1 << 30,
     ):
         self.model = model.eval()
+        self._cache_keyword = cache_keyword(model)
         self.tokenizer = tokenizer
         self.name = name
         self.device = next(model.parameters()).device
@@ -347,14 +363,17 @@ class HFLanguageModel(LanguageModel):
                 part = list(tokens[begin : begin + chunk])
                 input_ids = torch.tensor([part], dtype=torch.long, device=self.device)
                 started = time.perf_counter()
-                output = self.model(input_ids=input_ids, past_key_values=slot.cache, use_cache=True, logits_to_keep=1)
+                output = self.model(
+                    input_ids=input_ids, use_cache=True, logits_to_keep=1, **{self._cache_keyword: slot.cache}
+                )
                 logits = output.logits[0, -1]
                 if logits.device.type != "cpu":
                     logits = logits.float().cpu()
                 self.forward_seconds += time.perf_counter() - started
                 self.forward_calls += 1
-                if output.past_key_values is not slot.cache:  # models that return a new cache object
-                    slot.cache = output.past_key_values
+                returned = returned_cache(output)
+                if returned is not None and returned is not slot.cache:  # models that return a new cache object
+                    slot.cache = returned
                 slot.ids.extend(part)
                 self.tokens_fed += len(part)
             if path is not None and self._node_store:
@@ -476,7 +495,8 @@ HUB_MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", 
 def resolve_model_source(name_or_path: str, relative_to: str | os.PathLike | None = None) -> tuple[str, bool]:
     """(what to load, whether it is a local folder) for a model setting.
 
-    ``tiny`` is the built-in model; a hub id (`is_hub_id`) stays a hub id; anything else
+    ``tiny`` is the random test transformer (``builtin`` never reaches here: it is no
+    transformers model, `loading.load_model` handles it); a hub id (`is_hub_id`) stays a hub id; anything else
     is a path.  A relative path resolves against `relative_to` (the directory the user's
     configuration is relative to, e.g. the shell's directory for a command-line
     argument), never against the server's working directory: without `relative_to` it

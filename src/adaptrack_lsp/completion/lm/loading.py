@@ -1,22 +1,29 @@
-"""Loading a language model: the engine (backend) a model runs on, and the transformers
-loader: the built-in ``tiny``, a local folder or a hub id, on the dynamic
-(`hf.HFLanguageModel`) or the static (`static_cache.StaticCacheLanguageModel`) KV-cache
-path as the `kvCache` setting chooses.
+"""Loading a language model: the engine (backend) a model runs on, and the in-process
+loader by name: the built-in ``builtin`` (the offline n-gram model, no torch), ``tiny``
+(a random transformer for tests), a local folder or a hub id; transformers models go on
+the dynamic (`hf.HFLanguageModel`) or the static (`static_cache.StaticCacheLanguageModel`)
+KV-cache path as the `kvCache` setting chooses.
 
 `BACKENDS` maps a backend name to the function that loads a model from `Settings`
 (adding an engine is one module and one line there); `load_for_settings` picks one.
-torch and transformers are imported only when the transformers backend loads.
+torch and transformers are imported only when a transformers model loads.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError
+from adaptrack_lsp.config import BUILTIN_MODEL
 
-#: backend name -> "module:function" loading a `LanguageModel` from `Settings`
+#: progress(message, percent or None) while a model loads (the built-in model's build)
+Progress = Callable[[str, "int | None"], None]
+
+#: backend name -> "module:function" loading a `LanguageModel` from `Settings` (called
+#: as function(settings, progress=...))
 BACKENDS: dict[str, str] = {
     "transformers": "adaptrack_lsp.completion.lm.loading:load_from_settings",
     "llamacpp": "adaptrack_lsp.completion.lm.llamacpp:load_from_settings",
@@ -26,14 +33,15 @@ BACKENDS: dict[str, str] = {
 
 def backend_for(settings) -> str:
     """The backend `settings` name (the `backend` setting); where none is named, a
-    ``.gguf`` model file runs on llama.cpp and anything else on transformers."""
+    ``.gguf`` model file runs on llama.cpp and anything else in process (transformers,
+    or the built-in model)."""
     named = getattr(settings, "backend", None)
     if named and named != "auto":
         return str(named)
     return "llamacpp" if str(settings.model).lower().endswith(".gguf") else "transformers"
 
 
-def load_for_settings(settings) -> LanguageModel:
+def load_for_settings(settings, progress: Progress | None = None) -> LanguageModel:
     """The model of `settings` on its backend; ModelError naming the fix when it cannot load."""
     backend = backend_for(settings)
     target = BACKENDS.get(backend)
@@ -44,11 +52,11 @@ def load_for_settings(settings) -> LanguageModel:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise ModelError(f"the {backend} backend is not available: {error}") from error
-    return getattr(module, function)(settings)
+    return getattr(module, function)(settings, progress=progress)
 
 
-def load_from_settings(settings) -> LanguageModel:
-    """The transformers backend's loader for `Settings`."""
+def load_from_settings(settings, progress: Progress | None = None) -> LanguageModel:
+    """The in-process loader for `Settings` (transformers models and the built-in one)."""
     return load_model(
         settings.model,
         device=settings.device,
@@ -56,6 +64,7 @@ def load_from_settings(settings) -> LanguageModel:
         kv_cache=settings.kv_cache,
         trust_remote_code=settings.trust_remote_code,
         threads=getattr(settings, "threads", None),
+        progress=progress,
     )
 
 
@@ -66,10 +75,15 @@ def load_model(
     trust_remote_code: bool = False,
     kv_cache: str = "auto",
     relative_to: str | os.PathLike | None = None,
+    progress: Progress | None = None,
     threads: int | None = None,
     **options: Any,
-):
-    """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
+) -> LanguageModel:
+    """Load a language model: ``"builtin"`` (the offline n-gram model, built on first use
+    with `progress`), ``"tiny"`` (a random transformer for tests), a local folder, or a hub id.
+
+    The built-in model runs on the CPU without torch: `device`, `dtype`, `kv_cache` and
+    `options` do not apply to it.
 
     `kv_cache`: ``auto`` (static buffers on CUDA, dynamic elsewhere), ``static`` or
     ``dynamic`` (see `static_cache`).  `relative_to`: the directory a relative model
@@ -78,12 +92,30 @@ def load_model(
     max_cached_prompts, ...).  Raises `ModelError` with a message naming the fix when
     the model cannot be loaded.
     """
+    if name_or_path == BUILTIN_MODEL:
+        from adaptrack_lsp.completion.lm.builtin import load_builtin_model
+
+        return load_builtin_model(progress)
+    return _load_transformers_model(name_or_path, device, dtype, trust_remote_code, kv_cache, relative_to, threads, **options)
+
+
+def _load_transformers_model(
+    name_or_path: str,
+    device: str,
+    dtype: str,
+    trust_remote_code: bool,
+    kv_cache: str,
+    relative_to: str | os.PathLike | None,
+    threads: int | None,
+    **options: Any,
+):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from adaptrack_lsp.completion.lm.hf import (
         OFFLINE_FIX,
         ROUND_TRIP_TEXTS,
         HFLanguageModel,
+        ModelError,
         _choose_cpu_threads,
         _hub_snapshot,
         _offline,

@@ -512,8 +512,8 @@ class StaticCacheLanguageModel(HFLanguageModel):
             input_ids=ids.view(1, -1),
             position_ids=positions.view(1, -1),
             attention_mask=mask,
-            past_key_values=buffers.cache,
             use_cache=True,
+            **{self._cache_keyword: buffers.cache},
             logits_to_keep=keep,
         )
         values = output.logits[0].float().masked_fill(self._device_padding, -torch.inf)
@@ -580,7 +580,7 @@ class StaticCacheLanguageModel(HFLanguageModel):
         token = min(self.vocab.eos_ids, default=0)
         with torch.inference_mode():
             self.model(
-                input_ids=torch.tensor([[int(token)]], device=self.device), past_key_values=cache, use_cache=True
+                input_ids=torch.tensor([[int(token)]], device=self.device), use_cache=True, **{self._cache_keyword: cache}
             )
         from adaptrack_lsp.completion.lm.hf import _layer_tensors
 

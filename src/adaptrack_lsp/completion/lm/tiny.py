@@ -1,4 +1,6 @@
-"""The built-in ``tiny`` model and a large local tokenizer, both built offline and cached.
+"""The test model ``tiny`` and a large local tokenizer, both built offline and cached
+(the offline model users get is ``builtin``, `builtin.py`; its cache uses `cached_build`'s
+lock and `_recipe_key` from here).
 
 ``tiny`` is a byte-level BPE tokenizer trained on a fixed, sorted subset of the Python
 standard library's sources and a 2-layer Llama with seeded random weights.  It is saved

@@ -22,7 +22,7 @@ function config(values: Record<string, unknown>): ConfigurationLike {
 test('defaults: initializationOptions equal the server defaults, with explicit nulls', () => {
   const options = toInitializationOptions(readSettings(config({})));
   assert.deepEqual(options, {
-    model: 'Qwen/Qwen2.5-Coder-1.5B',
+    model: 'builtin',
     device: 'auto',
     dtype: 'auto',
     kvCache: 'auto',

@@ -1,0 +1,699 @@
+"""The built-in offline model (``--model builtin``): a Kneser–Ney n-gram over BPE tokens of
+permissively licensed Python, built on this machine at first use, plus a cache of the
+document being edited.
+
+Why this model: it has to write plausible Python without a download on a 2-core machine
+with no GPU.  A small transformer trained on 2 CPU cores learns far too slowly (a 5.5M
+parameter model reached a loss of 5.2 after 6 minutes); counting does not need
+training.  Two parts, mixed per token:
+
+- the corpus model: interpolated modified Kneser–Ney of order 6 (`ngram.py`) over a
+  16k byte-level BPE trained on the same corpus with the Qwen2 pre-tokenizer split (a
+  ``.name`` after a dot is one token, so six tokens see about one line);
+- the document model: the tokens that followed earlier occurrences of the longest
+  suffix of the context in the prompt itself (code repeats its own names), weighted by
+  the characters c of that suffix as c / (c + 6).  On held-out files it doubles
+  next-token top-1 (see `benchmarks/builtin_model.py`);
+- a line prior (`BracketShapes`): a token that closes a bracket that is not open (or of
+  another kind), ends the line while one is or continues it with a backslash, puts a
+  colon where the statement needs none (or leaves a block header without one) or
+  repeats a 4-gram of the same line keeps a small share of its probability; past 60
+  characters, closing brackets and a balanced line end gain.
+
+Both give full distributions; every token has probability > 0, so every decoder and the
+prefix tree work unchanged.  The model has no fill-in-the-middle tokens: prompts are
+the text before the cursor (`context.PromptBuilder` plans them so).
+
+The corpus (`corpus.py`): the standard library and numpy from the server's own
+environment (never the user's project); licences and file counts go to
+``manifest.json``.  Built at first use rather than shipped: a model from these sources is
+about 100 MB of tables, more than a package should carry, and building takes one to two
+minutes on 2 cores (a tqdm bar on stderr and the editor's progress).  It is cached under
+the cache root in a folder named by a hash of the recipe and of the corpus packages'
+versions, and loaded memory-mapped (well under a second).
+
+Bad input: a damaged cached model is rebuilt with a message; when the cache root is not
+writable the model is built in memory with one message (and again at the next start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PromptInfo
+from adaptrack_lsp.completion.lm.corpus import STDLIB, CorpusPackage, CorpusReport, corpus_files, identity, read_corpus
+from adaptrack_lsp.completion.lm.ngram import NGramTables, build_tables
+from adaptrack_lsp.config import cache_root
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_NAME = "builtin"
+END_OF_TEXT = "<|endoftext|>"
+#: the pre-tokenizer split: an identifier (with one leading space), a number, a run of
+#: punctuation (with its line break), whitespace.  A token never joins punctuation to the
+#: name after it, so text cut after ``np.`` or ``f(`` ends on a token boundary the corpus
+#: has too (no token healing needed for the model to see familiar context)
+PRE_TOKENIZER_PATTERN = r" ?[\p{L}_][\p{L}\p{N}_]*| ?\p{N}+| ?[^\s\p{L}\p{N}_]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+#: every input of the built-in model; changing a value changes the cache folder
+BUILTIN_RECIPE = {
+    "recipe": 1,
+    "packages": [[STDLIB, ""], ["numpy", "numpy"]],
+    "pre_tokenizer": PRE_TOKENIZER_PATTERN,
+    "vocab_size": 16384,
+    "order": 6,
+    "prune_from": 3,
+    "tokenizer_every": 3,  # every third file trains the tokenizer
+    "max_file_bytes": 400_000,
+    "max_corpus_bytes": None,
+}
+#: the document model's weight for a match of c characters is c / (c + DOCUMENT_WEIGHT):
+#: a lone "." says little, "self.total =" a lot
+DOCUMENT_WEIGHT = 6.0
+#: longest suffix match looked for in the prompt (tokens), and how far back (tokens)
+DOCUMENT_MAX_MATCH = 32
+DOCUMENT_WINDOW = 4096
+#: the bracket prior: a token that closes a bracket that is not open, or ends the line
+#: while one is, keeps this share of its probability
+UNBALANCED_CLOSE = 1e-3
+NEWLINE_WHILE_OPEN = 1e-3
+#: a line break that leaves a block header (``if``, ``def``, ...) without its final colon,
+#: or gives another statement one, keeps this share
+WRONG_COLON = 1e-3
+BLOCK_KEYWORDS = frozenset(
+    ("if", "elif", "else", "while", "for", "with", "def", "class", "try", "except", "finally", "async", "match", "case")
+)
+#: a token that would repeat a 4-gram already written on the same line keeps this share
+#: (n-gram models loop: ``dtype[np.dtype[np.dtype[``, ``1, 1, 1, 1``)
+REPEAT = 0.05
+#: past this many characters on a line, closing brackets and a balanced line end become
+#: e times more likely every LONG_LINE_SCALE characters (code lines are rarely longer)
+LONG_LINE = 60
+LONG_LINE_SCALE = 4
+REPEAT_CONTEXT = 3
+MARKER = "adaptrack-recipe.json"
+#: rough share of the build each stage takes (progress percentages)
+_STAGES = {"read": 25, "tokenizer": 5, "encode": 35, "count": 33, "save": 2}
+
+
+# -- the bracket prior -------------------------------------------------------------------
+@dataclass(frozen=True)
+class CodeState:
+    """Where a Python text ends: its open brackets (innermost last), inside a string (its
+    quote) or a comment."""
+
+    brackets: str = ""
+    quote: str = ""
+    comment: bool = False
+
+    @property
+    def depth(self) -> int:
+        return len(self.brackets)
+
+    @property
+    def in_code(self) -> bool:
+        return not self.quote and not self.comment
+
+    def closers(self, count: int) -> str:
+        """The text that closes the innermost `count` open brackets."""
+        return "".join(_CLOSING[b] for b in reversed(self.brackets[len(self.brackets) - count :]))
+
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+#: lines that are code whatever came before: a def, class or decorator, or a module-level
+#: import (a prompt window may start inside a docstring; the scan starts afresh there)
+_FRESH_LINE = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w|[ \t]*@\w|(?:import|from)[ \t]+\w")
+
+
+def scan_code(text: str, state: CodeState = CodeState(), marks: Sequence[int] = ()) -> tuple[CodeState, list[bool]]:
+    """`state` after `text`, and whether each offset in `marks` (ascending) is in code.
+
+    Brackets are counted outside strings and comments; a closing bracket with none open
+    is ignored, and at a line that is surely code (`_FRESH_LINE`) the scan starts afresh
+    (a misread string state ends there too)."""
+    brackets, quote, comment = state.brackets, state.quote, state.comment
+    index, length = 0, len(text)
+    flags: list[bool] = []
+    mark = 0
+    while index < length:
+        if (index == 0 or text[index - 1] == "\n") and (quote or comment or brackets) and _FRESH_LINE.match(text, index):
+            brackets, quote, comment = "", "", False
+        while mark < len(marks) and marks[mark] <= index:
+            flags.append(not quote and not comment)
+            mark += 1
+        char = text[index]
+        if comment:
+            if char == "\n":
+                comment = False
+        elif quote:
+            if char == "\\":
+                index += 1
+            elif text.startswith(quote, index):
+                index += len(quote) - 1
+                quote = ""
+            elif char == "\n" and len(quote) == 1:
+                quote = ""  # an unterminated one-line string ends with its line
+        elif char == "#":
+            comment = True
+        elif char in "'\"":
+            quote = text[index : index + 3] if text[index : index + 3] in ("'''", '"""') else char
+            index += len(quote) - 1
+        elif char in "([{":
+            brackets += char
+        elif char in ")]}" and brackets:
+            brackets = brackets[:-1]  # a mismatched closer closes the innermost bracket anyway
+        index += 1
+    flags.extend([not quote and not comment] * (len(marks) - mark))
+    return CodeState(brackets, quote, comment), flags
+
+
+_TRIPLE = re.compile(r"\"\"\"|\'\'\'")
+
+
+def window_start_state(text: str) -> CodeState:
+    """The state a prompt window starts in: inside a docstring when its first triple
+    quote looks like a closing one (it starts a line, the line before it is not a
+    ``def``/``class`` header ending in ``:``, and no such header comes before it), else
+    in code.  A window is cut at a line start, often in the middle of a docstring;
+    reading its closing quotes as an opening would turn the code after it into string."""
+    match = _TRIPLE.search(text)
+    if match is None or match.start() == 0:
+        return CodeState()
+    before = text[: match.start()]
+    line_start = before.rfind("\n") + 1
+    if before[line_start:].strip():
+        return CodeState()  # x = """...: an opening
+    previous = before[:line_start].rstrip()
+    if not previous or previous.endswith(":") or re.search(r"^[ \t]*(?:async[ \t]+)?(?:def|class)\b", before, re.M):
+        return CodeState()
+    return CodeState(quote=match.group(0))
+
+
+@dataclass
+class BracketShapes:
+    """Per token: the brackets it closes that it did not open (``"])"`` for ``"]),"``),
+    the lowest bracket depth reached inside it (from 0) and the depth at its first line
+    break; tokens with quotes, ``#`` or backslashes are left alone."""
+
+    lowest: np.ndarray  # int32[V]
+    at_newline: np.ndarray  # int32[V]; a large negative value when the token has no line break
+    colon_before_newline: np.ndarray  # int8[V]: 1 the text before its line break ends with ":", 0 not, -1 blank
+    has_newline: np.ndarray  # bool[V]
+    closing: dict[str, np.ndarray]  # closers a token needs open -> the token ids
+    continuation: np.ndarray  # bool[V]: a backslash outside a string (the line goes on)
+
+    NO_NEWLINE = -(1 << 20)
+
+    @classmethod
+    def of(cls, texts: Sequence[str], size: int) -> BracketShapes:
+        lowest = np.zeros(size, dtype=np.int32)
+        at_newline = np.full(size, cls.NO_NEWLINE, dtype=np.int32)
+        colon = np.zeros(size, dtype=np.int8)
+        has_newline = np.zeros(size, dtype=bool)
+        closing: dict[str, list[int]] = {}
+        continuation = np.zeros(size, dtype=bool)
+        for token_id, text in enumerate(texts):
+            continuation[token_id] = "\\" in text and not any(c in text for c in "'\"#")
+            if "\n" in text:
+                has_newline[token_id] = True
+                before = text.split("\n", 1)[0].rstrip()
+                colon[token_id] = -1 if not before else int(before.endswith(":"))
+            if not text or any(c in text for c in "'\"#\\"):
+                continue
+            depth = low = 0
+            opened, unmatched = "", ""
+            for char in text:
+                if char in "([{":
+                    depth += 1
+                    opened += char
+                elif char in ")]}":
+                    depth -= 1
+                    low = min(low, depth)
+                    if opened:
+                        opened = opened[:-1]
+                    else:
+                        unmatched += char
+                elif char == "\n" and at_newline[token_id] == cls.NO_NEWLINE:
+                    at_newline[token_id] = depth
+            lowest[token_id] = low
+            if unmatched:
+                closing.setdefault(unmatched, []).append(token_id)
+        groups = {key: np.asarray(ids, dtype=np.int64) for key, ids in closing.items()}
+        return cls(lowest, at_newline, colon, has_newline, groups, continuation)
+
+    def factors(self, state: CodeState, block_header: bool, ends_with_colon: bool, line_length: int) -> np.ndarray:
+        """Multipliers for the next token after `state` (in code), on a line of
+        `line_length` characters so far that is a block header (or not) and ends with a
+        colon (or not)."""
+        depth = state.depth
+        factor = np.ones(len(self.lowest))
+        closes = np.zeros(len(self.lowest), dtype=bool)
+        for needed, ids in self.closing.items():
+            if len(needed) <= depth and needed == state.closers(len(needed)):
+                closes[ids] = True
+            else:  # closes a bracket that is not open, or the wrong kind
+                factor[ids] = UNBALANCED_CLOSE
+        factor = np.where(depth + self.at_newline > 0, factor * NEWLINE_WHILE_OPEN, factor)
+        factor = np.where(self.continuation, factor * NEWLINE_WHILE_OPEN, factor)  # a line completion ends its line
+        colon = np.where(self.colon_before_newline < 0, int(ends_with_colon), self.colon_before_newline)
+        wrong = self.has_newline & (depth + self.at_newline <= 0) & (colon != int(block_header))
+        factor = np.where(wrong, factor * WRONG_COLON, factor)
+        over = max(0, line_length - LONG_LINE) / LONG_LINE_SCALE
+        if over > 0:  # past the usual line length, closing brackets and a balanced end gain
+            ends = self.has_newline & (depth + self.at_newline <= 0)
+            factor = np.where(closes | ends, factor * np.exp(min(over, 20.0)), factor)
+        return factor
+
+
+# -- the language model ------------------------------------------------------------------
+class BuiltinLanguageModel(LanguageModel):
+    """The n-gram corpus model mixed with the document model, over a byte-level BPE."""
+
+    def __init__(self, tokenizer, tables: NGramTables, recipe: dict, manifest: dict | None = None, name: str = BUILTIN_NAME):
+        from adaptrack_lsp.completion.tokenizer_bytes import (
+            ROUND_TRIP_TEXTS,
+            round_trip_mismatches,
+            vocabulary_from_tokenizer,
+        )
+
+        self.tokenizer = tokenizer
+        self.tables = tables
+        self.recipe = recipe
+        self.manifest = manifest or {}
+        self.name = name
+        self.max_context = None
+        self.tokens_fed = 0
+        self.vocab = vocabulary_from_tokenizer(tokenizer)
+        if self.vocab.size != tables.vocab_size:
+            raise ModelError(f"the tokenizer has {self.vocab.size} tokens but the n-gram tables {tables.vocab_size}")
+        mismatches = round_trip_mismatches(tokenizer, self.vocab, ROUND_TRIP_TEXTS)
+        if mismatches:
+            raise ModelError(f"the built-in tokenizer does not map to exact bytes: {mismatches[0]}")
+        self.eos_id = int(tokenizer.token_to_id(END_OF_TEXT))
+        self._start = [self.eos_id] * (tables.order - 1)  # a document start, as in the corpus
+        self._prompt: list[int] = list(self._start)
+        self._brackets = BracketShapes.of(self.vocab.texts, self.vocab.size)
+        self._prompt_state = CodeState()
+        self._document_weight = DOCUMENT_WEIGHT
+        self._document_max_match = DOCUMENT_MAX_MATCH
+        self._document_window = DOCUMENT_WINDOW
+
+    def set_prompt(
+        self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
+    ) -> PromptInfo:
+        ids = [int(i) for i in prompt_ids]
+        self._check_ids(ids, "prompt")
+        self._prompt = ids if ids else list(self._start)
+        # per prompt token: whether it starts in code (not in a string or comment), for
+        # the document model; the state at the end, for the bracket prior
+        first = max(0, len(self._prompt) - self._document_window)
+        texts = [self.vocab.texts[t] for t in self._prompt[first:]]
+        starts = np.concatenate(([0], np.cumsum([len(t) for t in texts])))
+        window = "".join(texts)
+        state, flags = scan_code(window, window_start_state(window), marks=starts.tolist())
+        in_code = np.ones(len(self._prompt) + 1, dtype=bool)
+        in_code[first:] = flags
+        self._prompt_in_code, self._prompt_state = in_code, state
+        newline_tokens = [i for i, t in enumerate(self._prompt) if b"\n" in self.vocab.token_bytes[t]]
+        self._prompt_line_start = newline_tokens[-1] + 1 if newline_tokens else 0
+        self.tokens_fed += len(ids)
+        return PromptInfo(length=len(ids))
+
+    def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
+        path = [int(t) for t in path]
+        self._check_ids(path, "path")
+        probs = self._probabilities(path)
+        self.tokens_fed += 1
+        with np.errstate(divide="ignore"):
+            return np.log(probs / probs.sum()).astype(np.float32)
+
+    def _probabilities(self, path: list[int]) -> np.ndarray:
+        """The unnormalised next-token distribution after prompt + `path`."""
+        context = self._prompt + path
+        probs = self.tables.distribution(context[-(self.tables.order - 1) :])
+        state = scan_code("".join(self.vocab.texts[t] for t in path), self._prompt_state)[0] if path else self._prompt_state
+        document, match = self._document_distribution(context, state.in_code)
+        if document is not None:
+            matched = int(self.vocab.byte_lengths[context[len(context) - match :]].sum())
+            weight = matched / (matched + self._document_weight)
+            probs = (1.0 - weight) * probs + weight * document
+        if state.in_code:
+            line = self._line_text(path)
+            words = line.split(None, 1)
+            header = bool(words) and words[0].rstrip(":") in BLOCK_KEYWORDS
+            probs = probs * self._brackets.factors(state, header, line.rstrip().endswith(":"), len(line))
+        repeated = self._repeating(context, path)
+        if len(repeated):
+            probs[repeated] *= REPEAT
+        return probs
+
+    def _line_text(self, path: list[int]) -> str:
+        """The text of the current line (prompt and path) up to the next token."""
+        text = self.vocab.decode(self._prompt[self._prompt_line_start :] + path)
+        return text[text.rfind("\n") + 1 :]
+
+    def _repeating(self, context: list[int], path: list[int]) -> np.ndarray:
+        """Tokens that would repeat a 4-gram written before on the current line."""
+        line_start = self._prompt_line_start
+        for offset in range(len(path) - 1, -1, -1):
+            if b"\n" in self.vocab.token_bytes[path[offset]]:
+                line_start = len(self._prompt) + offset + 1
+                break
+        line = np.asarray(context[line_start:], dtype=np.int64)
+        size = REPEAT_CONTEXT
+        if len(line) <= size:
+            return line[:0]
+        tail = line[-size:]
+        starts = np.ones(len(line) - size, dtype=bool)
+        for k in range(size):
+            starts &= line[k : len(line) - size + k] == tail[k]
+        return np.unique(line[size:][starts])
+
+    def distribution_parts(self, path: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None, int]:
+        """(corpus model, document model or None, match length) for `path` (diagnostics)."""
+        path = [int(t) for t in path]
+        context = self._prompt + path
+        state = scan_code("".join(self.vocab.texts[t] for t in path), self._prompt_state)[0]
+        document, match = self._document_distribution(context, state.in_code)
+        return self.tables.distribution(context[-(self.tables.order - 1) :]), document, match
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def _check_ids(self, ids: Sequence[int], what: str) -> None:
+        for token_id in ids:
+            if not 0 <= token_id < self.vocab.size:
+                raise ValueError(f"{what} token id {token_id} is outside the vocabulary's {self.vocab.size} ids")
+
+    def _document_distribution(self, context: list[int], in_code: bool) -> tuple[np.ndarray | None, int]:
+        """The tokens that followed earlier occurrences, in the prompt, of the longest suffix
+        of `context` found there (within the last `document_window` tokens); (None, 0)
+        when there is none.  Only continuations inside the prompt count (generated text
+        never reinforces itself: a cache of its own output loops, ``.fft.fft.fft``), and
+        only those on the same side of code / comments and strings as the cursor (code
+        is not completed with the prose of a comment)."""
+        window = context[-self._document_window :]
+        tokens = np.asarray(window, dtype=np.int64)
+        length = len(tokens)
+        window_start = len(context) - length
+        prompt_end = len(self._prompt) - window_start  # continuations must lie before it
+        if length < 2 or prompt_end < 2:
+            return None, 0
+        ends = np.zeros(length - 1, dtype=bool)  # ends[p]: a match ends at p, its continuation is tokens[p + 1]
+        allowed = self._prompt_in_code[window_start + 1 : window_start + prompt_end] == in_code
+        ends[: prompt_end - 1] = (tokens[: prompt_end - 1] == tokens[-1]) & allowed
+        if not ends.any():
+            return None, 0
+        match = 1
+        while match < min(self._document_max_match, length - 1):
+            longer = np.zeros_like(ends)
+            longer[match:] = ends[match:] & (tokens[: length - 1 - match] == tokens[-1 - match])
+            if not longer.any():
+                break
+            ends, match = longer, match + 1
+        following = tokens[1:][ends]
+        counts = np.bincount(following, minlength=self.vocab.size).astype(np.float64)
+        return counts / counts.sum(), match
+
+
+# -- building ----------------------------------------------------------------------------
+@dataclass
+class BuiltModel:
+    """What a build produces, before it is saved (or used in memory)."""
+
+    tokenizer_json: str
+    tables: NGramTables
+    manifest: dict
+
+    def save(self, folder: Path, recipe: dict) -> None:
+        (folder / "tokenizer.json").write_text(self.tokenizer_json, encoding="utf-8")
+        names = self.tables.save(folder)
+        (folder / "manifest.json").write_text(json.dumps(self.manifest, indent=1, sort_keys=True) + "\n")
+        sizes = {name: (folder / name).stat().st_size for name in ["tokenizer.json", "manifest.json", *names]}
+        (folder / MARKER).write_text(json.dumps({"recipe": recipe, "files": sizes}, indent=1, sort_keys=True) + "\n")
+
+    def model(self, recipe: dict) -> BuiltinLanguageModel:
+        from tokenizers import Tokenizer
+
+        return BuiltinLanguageModel(Tokenizer.from_str(self.tokenizer_json), self.tables, recipe, self.manifest)
+
+
+def _new_tokenizer(pattern: str):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+class _Progress:
+    """One progress bar over the build's stages (tqdm on stderr, and the caller's callback)."""
+
+    def __init__(self, callback: Callable[[str, int | None], None] | None, show_bar: bool):
+        self.callback = callback
+        self.done = 0.0
+        self.bar = None
+        if show_bar:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=100,
+                desc="building the built-in model (first use)",
+                file=sys.stderr,
+                mininterval=0.5 if sys.stderr.isatty() else 15,
+                bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed}{postfix}",
+            )
+        self._reported = -1
+
+    def stage(self, name: str, fraction: float, label: str) -> None:
+        """`fraction` (0..1) of stage `name` (`_STAGES`) is done."""
+        start = 0.0
+        for stage, weight in _STAGES.items():
+            if stage == name:
+                break
+            start += weight
+        done = start + _STAGES[name] * max(0.0, min(1.0, fraction))
+        if done <= self.done:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(label, refresh=False)
+            self.bar.update(done - self.done)
+        self.done = done
+        if self.callback is not None and int(done) != self._reported:
+            self._reported = int(done)
+            self.callback(f"building the built-in model (first use): {label}", int(done))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def build_model(
+    recipe: dict | None = None,
+    progress: Callable[[str, int | None], None] | None = None,
+    show_bar: bool = True,
+) -> BuiltModel:
+    """Read the corpus, train the tokenizer, count the n-grams (minutes; see `BUILTIN_RECIPE`)."""
+    from tokenizers import pre_tokenizers, trainers
+
+    recipe = BUILTIN_RECIPE if recipe is None else recipe
+    started = time.perf_counter()
+    bar = _Progress(progress, show_bar)
+    try:
+        packages = [CorpusPackage(module, distribution) for module, distribution in recipe["packages"]]
+        report = CorpusReport()
+        files = corpus_files(packages, report)
+        for module, reason in report.skipped.items():
+            logger.warning("built-in model: corpus package %s skipped: %s", module, reason)
+        texts: list[str] = []
+        for index, text in enumerate(read_corpus(files, recipe["max_file_bytes"], recipe.get("max_corpus_bytes")), 1):
+            texts.append(text)
+            if index % 32 == 0:
+                bar.stage("read", index / max(1, len(files)), "reading the corpus")
+        if not texts:
+            raise ModelError(
+                "the built-in model has no corpus: "
+                + (", ".join(f"{m} ({r})" for m, r in report.skipped.items()) or "no usable Python files")
+            )
+        bar.stage("read", 1.0, "training the tokenizer")
+
+        tokenizer = _new_tokenizer(recipe["pre_tokenizer"])
+        trainer = trainers.BpeTrainer(
+            vocab_size=recipe["vocab_size"],
+            min_frequency=2,
+            special_tokens=[END_OF_TEXT],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tokenizer.train_from_iterator(texts[:: recipe["tokenizer_every"]], trainer=trainer)
+        vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        eos = tokenizer.token_to_id(END_OF_TEXT)
+        bar.stage("tokenizer", 1.0, "tokenizing the corpus")
+
+        order = recipe["order"]
+        token_dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
+        pieces, counted = [], []
+        batch = 128
+        for begin in range(0, len(texts), batch):
+            for encoding in tokenizer.encode_batch(texts[begin : begin + batch], add_special_tokens=False):
+                # a document starts after order - 1 end-of-text tokens; the first of them
+                # ends the previous document (a prediction), the others are padding
+                pieces.append(np.full(order - 1, eos, dtype=token_dtype))
+                flags = np.zeros(order - 1, dtype=bool)
+                flags[0] = len(pieces) > 1
+                counted.append(flags)
+                ids = np.asarray(encoding.ids, dtype=token_dtype)
+                pieces.append(ids)
+                counted.append(np.ones(len(ids), dtype=bool))
+            bar.stage("encode", (begin + batch) / len(texts), "tokenizing the corpus")
+        pieces.append(np.full(1, eos, dtype=token_dtype))
+        counted.append(np.ones(1, dtype=bool))
+        del texts
+        tokens, flags = np.concatenate(pieces), np.concatenate(counted)
+        del pieces, counted
+        corpus_tokens = int(flags.sum())
+
+        tables = build_tables(
+            tokens,
+            flags,
+            order,
+            vocab_size,
+            prune_from=recipe["prune_from"],
+            progress=lambda k: bar.stage("count", k / order, f"counted {k}-grams"),
+        )
+        del tokens, flags
+        manifest = {
+            "model": BUILTIN_NAME,
+            "python": sys.version.split()[0],
+            "corpus": report.as_dict(),
+            "corpus_tokens": corpus_tokens,
+            "vocab_size": vocab_size,
+            "order": order,
+            "table_entries": tables.entries,
+            "table_bytes": tables.nbytes,
+            "build_seconds": round(time.perf_counter() - started, 1),
+        }
+        built = BuiltModel(tokenizer.to_str(), tables, manifest)
+        bar.stage("save", 1.0, "done")
+        return built
+    finally:
+        bar.close()
+
+
+# -- the cache ---------------------------------------------------------------------------
+def recipe_key(recipe: dict | None = None) -> str:
+    """The cache folder name: a hash of the recipe, Python, tokenizers and the corpus versions."""
+    from adaptrack_lsp.completion.lm.tiny import _recipe_key
+
+    recipe = BUILTIN_RECIPE if recipe is None else recipe
+    packages = [CorpusPackage(module, distribution) for module, distribution in recipe["packages"]]
+    return _recipe_key("builtin", {**recipe, "corpus_versions": identity(packages), "numpy": np.__version__.split(".")[0]}, with_torch=False)
+
+
+class DamagedModel(ValueError):
+    """A cached model folder whose files are missing or inconsistent."""
+
+
+def load_folder(folder: Path) -> BuiltinLanguageModel:
+    """The model saved in `folder`; raises `DamagedModel` when its files do not check out."""
+    from tokenizers import Tokenizer
+
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+        for name, size in marker["files"].items():
+            actual = (folder / name).stat().st_size
+            if actual != size:
+                raise DamagedModel(f"{name} has {actual} bytes, {size} expected")
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tables = NGramTables.load(folder)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        return BuiltinLanguageModel(tokenizer, tables, marker["recipe"], manifest)
+    except DamagedModel:
+        raise
+    except Exception as error:  # any unreadable or inconsistent file
+        raise DamagedModel(f"{type(error).__name__}: {error}") from error
+
+
+def _writable(root: Path) -> str | None:
+    """None when files can be created under `root`, else why not."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def load_builtin_model(
+    progress: Callable[[str, int | None], None] | None = None,
+    recipe: dict | None = None,
+    show_bar: bool = True,
+) -> BuiltinLanguageModel:
+    """The built-in model from the cache root, built there first when absent or damaged.
+
+    An unwritable cache root: built in memory (one warning; rebuilt at every start).
+    `recipe`: `BUILTIN_RECIPE` unless given.
+    """
+    from adaptrack_lsp.completion.lm.tiny import _file_lock
+
+    recipe = BUILTIN_RECIPE if recipe is None else recipe
+    root = cache_root()
+    name = recipe_key(recipe)
+    folder = root / name
+    if (folder / MARKER).is_file():
+        try:
+            return load_folder(folder)
+        except DamagedModel as error:
+            logger.warning("the cached built-in model in %s is damaged (%s); rebuilding it", folder, error)
+    problem = _writable(root)
+    if problem is not None:
+        logger.warning(
+            "the cache root %s is not writable (%s): building the built-in model in memory (it is rebuilt at every "
+            "start; set ADAPTRACK_CACHE to a writable folder to keep it)",
+            root,
+            problem,
+        )
+        return build_model(recipe, progress, show_bar).model(recipe)
+    with _file_lock(root / f".{name}.lock"):
+        if (folder / MARKER).is_file():
+            with contextlib.suppress(DamagedModel):
+                return load_folder(folder)  # built by another process meanwhile
+        built = build_model(recipe, progress, show_bar)
+        temporary = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+        try:
+            built.save(temporary, recipe)
+            if folder.exists():  # a damaged or half-written folder
+                shutil.rmtree(folder)
+            os.chmod(temporary, 0o755)
+            os.rename(temporary, folder)
+        finally:
+            if temporary.exists():
+                shutil.rmtree(temporary, ignore_errors=True)
+    return load_folder(folder)
+
+
+def builtin_model_path(recipe: dict | None = None) -> Path:
+    """Where the built-in model of `recipe` (`BUILTIN_RECIPE` unless given) is (or will be) cached."""
+    return cache_root() / recipe_key(recipe)
