@@ -177,7 +177,7 @@ def main() -> int:
     print(f"setup on {path.name} ({text.count(chr(10))} lines): wall median {statistics.median(setup_wall):.2f} ms, "
           f"p95 {percentile(setup_wall, 0.95):.2f} ms, max {max(setup_wall):.2f} ms; CPU median {statistics.median(setup_cpu):.2f} ms")
     print(
-        f"syntax_constraint files={report.files} boundaries={report.tokenize_boundaries + report.bpe_boundaries} "
+        f"files={report.files} boundaries={report.tokenize_boundaries + report.bpe_boundaries} "
         f"false_rejections={len(report.false_rejections)} mutants={report.mutants} soundness={report.soundness:.3f} "
         f"soundness_line={report.soundness_line:.3f} caught={report.caught:.3f} "
         f"check_us_p50={statistics.median(per_token_us):.1f} feed_us_p50={feed_us:.1f} "
