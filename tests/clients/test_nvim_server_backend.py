@@ -19,7 +19,7 @@ from test_nvim import MATRIX, READY_TIMEOUT_S, ghost, quit_nvim, rendered_ghost,
 
 
 def server_settings(endpoint: str) -> dict:
-    return {**test_nvim.REAL_SETTINGS, "backend": "server", "endpoint": endpoint, "serverTimeoutMs": 60000}
+    return {**test_nvim.REAL_SETTINGS, "model": "tiny", "backend": "server", "endpoint": endpoint, "serverTimeoutMs": 60000}
 
 
 @pytest.fixture(scope="module")

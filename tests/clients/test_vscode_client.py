@@ -92,7 +92,9 @@ def test_vsix_contents_and_manifest(packaged):
     assert manifest["engines"]["vscode"] == "^1.91.0"
     assert manifest["activationEvents"] == ["onLanguage:python"]
     assert {c["command"] for c in manifest["contributes"]["commands"]} == {
+        "adaptrack.clearApiKey",
         "adaptrack.restart",
+        "adaptrack.setApiKey",
         "adaptrack.showLogs",
         "adaptrack.toggle",
     }

@@ -887,6 +887,11 @@ def resolve_tokenizer_source(name_or_path: str) -> str:
         from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
         return str(tiny_model_path())
+    if name_or_path == "builtin":
+        raise ModelError(
+            "the built-in model runs in process (an n-gram model no inference server serves); "
+            "set `tokenizer` to the served model's tokenizer files (a folder or hub id), or `backend` to auto"
+        )
     if is_hub_id(name_or_path):
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
         try:
