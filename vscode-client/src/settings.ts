@@ -21,6 +21,8 @@ export interface ServerSettings {
   device: Device;
   dtype: Dtype;
   kvCache: KvCache;
+  threads: number | null;
+  gpuLayers: number | null;
   decoder: string;
   listDecoder: string;
   temperature: number;
@@ -51,6 +53,8 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   device: 'auto',
   dtype: 'auto',
   kvCache: 'auto',
+  threads: null,
+  gpuLayers: null,
   decoder: 'adaptrack',
   listDecoder: 'exact',
   temperature: 0,

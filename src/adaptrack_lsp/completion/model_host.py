@@ -31,17 +31,11 @@ class ServiceNotReady(RuntimeError):
 
 
 def default_model_loader(settings: Settings, progress: ProgressCallback):
-    """Load `settings.model` with the Hugging Face backend ("tiny" = built-in model)."""
+    """Load `settings.model` on its backend (`lm.loading.load_for_settings`)."""
     from adaptrack_lsp.completion.lm import loading
 
     progress(f"loading {settings.model}", 10)
-    return loading.load_model(
-        settings.model,
-        device=settings.device,
-        dtype=settings.dtype,
-        kv_cache=settings.kv_cache,
-        trust_remote_code=settings.trust_remote_code,
-    )
+    return loading.load_for_settings(settings)
 
 
 def model_load_message(model: str, error: BaseException) -> str:

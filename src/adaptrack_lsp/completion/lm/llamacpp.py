@@ -873,6 +873,21 @@ def load_llamacpp(
     return lm
 
 
+def load_from_settings(settings) -> LlamaCppLanguageModel:
+    """The llamacpp backend's loader for `Settings`: `model` (a .gguf path or ``tiny``),
+    `threads`, `gpuLayers` (device ``cpu`` with no `gpuLayers` means none offloaded), and
+    the `tokenizer` setting where one is given (checked against the GGUF's own)."""
+    gpu_layers = settings.gpu_layers
+    if gpu_layers is None and settings.device == "cpu":
+        gpu_layers = 0
+    return load_llamacpp(
+        settings.model,
+        threads=settings.threads,
+        gpu_layers=gpu_layers,
+        tokenizer=getattr(settings, "tokenizer", None) or None,
+    )
+
+
 def round_trip_mismatches(lm: LlamaCppLanguageModel, texts: Sequence[str]) -> list[tuple[str, bytes, bytes]]:
     """Texts whose token bytes differ from the text or from llama.cpp's detokenization:
     ``[(text, our bytes, llama.cpp's bytes)]`` (one leading space is expected where the

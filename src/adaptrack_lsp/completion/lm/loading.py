@@ -1,29 +1,57 @@
-"""Loading a causal LM: the built-in ``tiny``, a local folder or a hub id, on the
-dynamic (`hf.HFLanguageModel`) or the static (`static_cache.StaticCacheLanguageModel`)
-KV-cache path as the `kvCache` setting chooses.
+"""Loading a language model: the engine (backend) a model runs on, and the transformers
+loader: the built-in ``tiny``, a local folder or a hub id, on the dynamic
+(`hf.HFLanguageModel`) or the static (`static_cache.StaticCacheLanguageModel`) KV-cache
+path as the `kvCache` setting chooses.
 
-Heavy imports (torch, transformers) happen when this module is imported.
+`BACKENDS` maps a backend name to the function that loads a model from `Settings`
+(adding an engine is one module and one line there); `load_for_settings` picks one.
+torch and transformers are imported only when the transformers backend loads.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
-from adaptrack_lsp.completion.lm.hf import (
-    OFFLINE_FIX,
-    ROUND_TRIP_TEXTS,
-    HFLanguageModel,
-    ModelError,
-    _choose_cpu_threads,
-    _hub_snapshot,
-    _offline,
-    resolve_device,
-    resolve_dtype,
-    resolve_model_source,
-    vocabulary_for,
-)
-from adaptrack_lsp.completion.lm.static_cache import StaticCacheLanguageModel, use_static_cache
+from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError
+
+#: backend name -> "module:function" loading a `LanguageModel` from `Settings`
+BACKENDS: dict[str, str] = {
+    "transformers": "adaptrack_lsp.completion.lm.loading:load_from_settings",
+    "llamacpp": "adaptrack_lsp.completion.lm.llamacpp:load_from_settings",
+}
+
+
+def backend_for(settings) -> str:
+    """The backend `settings` name (the `backend` setting); where none is named, a
+    ``.gguf`` model file runs on llama.cpp and anything else on transformers."""
+    named = getattr(settings, "backend", None)
+    if named:
+        return str(named)
+    return "llamacpp" if str(settings.model).lower().endswith(".gguf") else "transformers"
+
+
+def load_for_settings(settings) -> LanguageModel:
+    """The model of `settings` on its backend; ModelError naming the fix when it cannot load."""
+    backend = backend_for(settings)
+    target = BACKENDS.get(backend)
+    if target is None:
+        raise ModelError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    module_name, function = target.split(":")
+    return getattr(importlib.import_module(module_name), function)(settings)
+
+
+def load_from_settings(settings) -> LanguageModel:
+    """The transformers backend's loader for `Settings`."""
+    return load_model(
+        settings.model,
+        device=settings.device,
+        dtype=settings.dtype,
+        kv_cache=settings.kv_cache,
+        trust_remote_code=settings.trust_remote_code,
+        threads=getattr(settings, "threads", None),
+    )
 
 
 def load_model(
@@ -33,17 +61,33 @@ def load_model(
     trust_remote_code: bool = False,
     kv_cache: str = "auto",
     relative_to: str | os.PathLike | None = None,
+    threads: int | None = None,
     **options: Any,
-) -> HFLanguageModel:
+):
     """Load a causal LM: ``"tiny"`` (built-in), a local folder, or a hub id.
 
     `kv_cache`: ``auto`` (static buffers on CUDA, dynamic elsewhere), ``static`` or
     ``dynamic`` (see `static_cache`).  `relative_to`: the directory a relative model
-    path resolves against (see `resolve_model_source`).  `options` go to `HFLanguageModel` (max_context,
+    path resolves against (see `resolve_model_source`).  `threads`: torch's CPU threads
+    (None: `_choose_cpu_threads`).  `options` go to `HFLanguageModel` (max_context,
     max_cached_prompts, ...).  Raises `ModelError` with a message naming the fix when
     the model cannot be loaded.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from adaptrack_lsp.completion.lm.hf import (
+        OFFLINE_FIX,
+        ROUND_TRIP_TEXTS,
+        HFLanguageModel,
+        _choose_cpu_threads,
+        _hub_snapshot,
+        _offline,
+        resolve_device,
+        resolve_dtype,
+        resolve_model_source,
+        vocabulary_for,
+    )
+    from adaptrack_lsp.completion.lm.static_cache import StaticCacheLanguageModel, use_static_cache
 
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
@@ -73,7 +117,12 @@ def load_model(
             f"({'offline mode' if local_only else 'not reachable or not found'}: {type(error).__name__}); {OFFLINE_FIX}"
         ) from error
     model = model.to(torch_device).eval()
-    _choose_cpu_threads(model, torch_device)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    else:
+        _choose_cpu_threads(model, torch_device)
     try:
         vocab = vocabulary_for(model, tokenizer)
     except ValueError as error:

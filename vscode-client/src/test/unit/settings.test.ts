@@ -26,6 +26,8 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     device: 'auto',
     dtype: 'auto',
     kvCache: 'auto',
+    threads: null,
+    gpuLayers: null,
     decoder: 'adaptrack',
     listDecoder: 'exact',
     temperature: 0,
@@ -79,7 +81,15 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  assert.deepEqual(options, { ...values, kvCache: 'auto', pythonPath: null, apiSnapshot: null, trustedWorkspace: false });
+  assert.deepEqual(options, {
+    ...values,
+    kvCache: 'auto',
+    threads: null,
+    gpuLayers: null,
+    pythonPath: null,
+    apiSnapshot: null,
+    trustedWorkspace: false,
+  });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
