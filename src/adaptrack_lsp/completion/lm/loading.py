@@ -27,7 +27,7 @@ def backend_for(settings) -> str:
     """The backend `settings` name (the `backend` setting); where none is named, a
     ``.gguf`` model file runs on llama.cpp and anything else on transformers."""
     named = getattr(settings, "backend", None)
-    if named:
+    if named and named != "auto":
         return str(named)
     return "llamacpp" if str(settings.model).lower().endswith(".gguf") else "transformers"
 
