@@ -178,3 +178,28 @@ def test_llama_cpp_writes_nothing_to_stdout_or_stderr(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b""
     assert b"llama" not in done.stderr and b"gguf" not in done.stderr.lower(), done.stderr.decode()[-2000:]
+
+
+QUANTIZED_DECODE = textwrap.dedent(
+    """
+    from adaptrack_lsp.completion.lm.gguf_export import export_gguf
+    from adaptrack_lsp.completion.lm.llamacpp import load_llamacpp
+    from adaptrack_lsp.completion.lm.tiny import tiny_model_path
+    for outtype in ("q8_0", "q4_k_m"):
+        path = {folder!r} + f"/tiny-{{outtype}}.gguf"
+        export_gguf(tiny_model_path(), path, outtype)
+        lm = load_llamacpp(path)
+        lm.set_prompt(lm.encode("import numpy as np\\nvalues = np."))
+        print(outtype, float(lm.next_logprobs(lm.encode("linalg")).max()))
+    """
+)
+
+
+def test_quantized_ggufs_decode_on_this_cpu(tmp_path):
+    """Q8_0 and Q4_K_M decode (in a child process: a crash in llama.cpp's CPU kernels, as
+    its AMX kernels had on AMX Xeons, would otherwise take pytest down with it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", QUANTIZED_DECODE.format(folder=str(tmp_path))], capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert [line.split()[0] for line in done.stdout.splitlines()] == ["q8_0", "q4_k_m"]

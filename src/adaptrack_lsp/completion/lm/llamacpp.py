@@ -275,7 +275,7 @@ def read_vocabulary(llama_cpp, vocab) -> GGUFVocabulary:
 class _Engine:
     """The native llama.cpp objects (model, context, batch) and the calls on them."""
 
-    def __init__(self, llama_cpp, path: Path, gpu_layers: int | None):
+    def __init__(self, llama_cpp, path: Path, gpu_layers: int | None, repack: bool | None = None):
         self.llama_cpp = llama_cpp
         self.path = path
         self.model = None
@@ -286,6 +286,8 @@ class _Engine:
             params.n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
         else:
             params.n_gpu_layers = int(gpu_layers)
+        self.repack = default_repack() if repack is None else bool(repack)
+        params.use_extra_bufts = self.repack
         mark = _log_mark()
         self.model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not self.model:
@@ -414,6 +416,25 @@ class _Engine:
             buffer = ctypes.create_string_buffer(-length)
             length = llama_cpp.llama_detokenize(self.vocab, array, len(ids), buffer, -length, False, False)
         return buffer.raw[:length]
+
+
+def cpu_has_amx() -> bool:
+    """Whether this CPU has Intel AMX (Linux: the ``amx_int8`` flag in /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return "amx_int8" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def default_repack() -> bool:
+    """Whether llama.cpp may repack weights into its extra CPU buffer types: not where the
+    CPU has AMX, whose quantized matrix kernels crash llama.cpp 0.3.36's build (a segfault
+    in ggml_backend_amx_mul_mat on Q8_0 and k-quants; ggml-org/llama.cpp#20824)."""
+    return not cpu_has_amx()
 
 
 def default_threads(parameters: int) -> int:
@@ -819,6 +840,7 @@ def load_llamacpp(
     max_sequences: int = 64,
     batch_tokens: int = 512,
     kv_type: str = "f16",
+    repack: bool | None = None,
     relative_to: str | os.PathLike | None = None,
     tokenizer: Any = None,
     **options: Any,
@@ -830,7 +852,8 @@ def load_llamacpp(
     `context_length`: prompt + path tokens (None: the GGUF's training context, at most
     `DEFAULT_CONTEXT`); `kv_type`: the KV cache's element type (f16, llama.cpp's
     default; f32 computes each node exactly as a fresh pass would, up to summation
-    order); `tokenizer`: an optional Hugging Face tokenizer (object, folder or
+    order); `repack`: let llama.cpp repack weights for its CPU kernels (None:
+    `default_repack`); `tokenizer`: an optional Hugging Face tokenizer (object, folder or
     hub id) that must tokenize as the GGUF does.  `options` go to `LlamaCppLanguageModel`.
     Raises `ModelError` naming the fix.
     """
@@ -844,7 +867,7 @@ def load_llamacpp(
         raise ModelError(f"batch_tokens must be at least 1, got {batch_tokens}")
     if kv_type not in KV_TYPES:
         raise ModelError(f"unknown KV cache type {kv_type!r}; choose one of {', '.join(KV_TYPES)}")
-    engine = _Engine(llama_cpp, path, gpu_layers)
+    engine = _Engine(llama_cpp, path, gpu_layers, repack)
     try:
         if context_length:
             context = int(context_length)
@@ -867,8 +890,9 @@ def load_llamacpp(
         engine.close()
         raise
     log.info(
-        "llama.cpp model %s: %d parameters, %d threads, %d GPU layers, context %d, %d KV cells",
+        "llama.cpp model %s: %d parameters, %d threads, %d GPU layers, context %d, %d KV cells, weight repacking %s",
         path, engine.parameters, engine.threads, engine.gpu_layers, context, engine.kv_cells,
+        "on" if engine.repack else "off (the CPU has AMX)" if repack is None else "off",
     )
     return lm
 
