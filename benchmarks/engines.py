@@ -157,6 +157,7 @@ def decoder_rows(lm, prompt_ids, prefix, args) -> dict:
     for label, decoder, samples, temperature in (("greedy", "adaptrack", 1, 0.0), ("exact k=5", "exact", 5, 1.0)):
         per_call, calls, server = [], [], []
         for run in range(1 + args.repeats):
+            getattr(lm, "forget_nodes", lambda: None)()  # every run evaluates its nodes (llama.cpp remembers them)
             request = DecodeRequest(
                 prompt_ids=prompt_ids, num_samples=samples, temperature=temperature, max_new_tokens=args.new_tokens,
                 seed=args.seed + run, cache_key="bench.py", timeout_s=args.timeout,
@@ -177,6 +178,7 @@ def own_path_server_calls(lm, prompt_ids, prefix, args) -> float:
 
     calls = []
     for run in range(args.repeats):
+        getattr(lm, "forget_nodes", lambda: None)()
         request = DecodeRequest(
             prompt_ids=prompt_ids, num_samples=1, temperature=0.0, max_new_tokens=args.new_tokens,
             seed=args.seed + run, cache_key=f"own-{run}.py", timeout_s=args.timeout,
@@ -460,7 +462,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--edits", type=int, default=15)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per decode")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) // 2), help="per engine (default: half the cores)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]

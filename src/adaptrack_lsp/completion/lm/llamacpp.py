@@ -788,6 +788,12 @@ class LlamaCppLanguageModel(LanguageModel):
         buffer = ctypes.create_string_buffer(256)
         return b"".join(_piece(self.engine.llama_cpp, self.engine.vocab, int(i), buffer) for i in ids)
 
+    def forget_nodes(self) -> None:
+        """Drop every branch and remembered node distribution, keeping the prompts (the
+        next request evaluates its nodes again; benchmarks use it to time real evaluations)."""
+        self._drop_branches()
+        self._clear_node_cache()
+
     def clear_cache(self) -> None:
         """Drop every cached prompt and branch."""
         self._branches.clear()
