@@ -116,13 +116,19 @@ def model_folder(name: str, smoke: bool, seed: int) -> Path:
     return cached_build(f"bench-engines-{name}-{key}", build, marker="model.safetensors")
 
 
+#: a saved Qwen2-sized tokenizer (`--tokenizer DIR`) instead of building it here
+TOKENIZER_DIR: str | None = None
+
+
 def load_tokenizer(smoke: bool):
+    from transformers import PreTrainedTokenizerFast
+
     from adaptrack_lsp.completion.lm.tiny import build_large_tokenizer, tiny_model_path
 
     if smoke:
-        from transformers import PreTrainedTokenizerFast
-
         return PreTrainedTokenizerFast.from_pretrained(str(tiny_model_path()))
+    if TOKENIZER_DIR:
+        return PreTrainedTokenizerFast.from_pretrained(TOKENIZER_DIR)
     return build_large_tokenizer(151_643)
 
 
@@ -230,12 +236,13 @@ def transformers_own_ms(model, prompt_ids, new_tokens: int) -> float:
     argmax: what ``generate`` runs), prompt evaluated first."""
     import torch
 
+    device = next(model.parameters()).device
     with torch.inference_mode():
-        output = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
-        cache, token = output.past_key_values, int(output.logits[0, -1].argmax())
+        output = model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True, logits_to_keep=1)
+        cache, token = output.past_key_values, int(output.logits[0, -1].argmax())  # .item() waits for the GPU
         begin = time.perf_counter()
         for _ in range(new_tokens):
-            output = model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True)
+            output = model(input_ids=torch.tensor([[token]], device=device), past_key_values=cache, use_cache=True)
             cache, token = output.past_key_values, int(output.logits[0, -1].argmax())
         return 1e3 * (time.perf_counter() - begin) / new_tokens
 
@@ -276,7 +283,7 @@ def llama_server_binary() -> Path | None:
 
 
 @contextlib.contextmanager
-def llama_server(binary: Path, gguf: Path, threads: int, context: int):
+def llama_server(binary: Path, gguf: Path, threads: int, context: int, gpu: bool = False):
     """llama-server on 127.0.0.1 (a free port) serving `gguf`; yields its base URL."""
     import httpx
 
@@ -289,6 +296,8 @@ def llama_server(binary: Path, gguf: Path, threads: int, context: int):
                "-t", str(threads), "-tb", str(threads), "-np", "1", "--no-webui", "--log-disable"]
     if not default_repack():  # as in process: llama.cpp's AMX kernels crash on this CPU
         command.append("--no-repack")
+    if gpu:
+        command += ["-ngl", "999"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -313,15 +322,30 @@ def llama_server(binary: Path, gguf: Path, threads: int, context: int):
 
 
 def server_own_ms(url: str, prompt_ids, new_tokens: int) -> float:
-    """llama-server's own ms per generated token (greedy, prompt cached by a first request)."""
+    """The server's own ms per generated token, greedy, prompt cached by a first request:
+    llama-server's ``timings.predicted_per_token_ms``; elsewhere (vLLM, SGLang) the wall
+    of /v1/completions with 1 + N tokens minus that with 1, over N."""
     import httpx
 
     body = {"prompt": list(prompt_ids), "n_predict": new_tokens, "temperature": 0.0, "top_k": 1,
             "cache_prompt": True, "ignore_eos": True}
-    httpx.post(f"{url}/completion", json={**body, "n_predict": 1}, timeout=600).raise_for_status()
-    reply = httpx.post(f"{url}/completion", json=body, timeout=600)
-    reply.raise_for_status()
-    return float(reply.json()["timings"]["predicted_per_token_ms"])
+    reply = httpx.post(f"{url}/completion", json={**body, "n_predict": 1}, timeout=600)
+    if reply.status_code == 200:
+        reply = httpx.post(f"{url}/completion", json=body, timeout=600)
+        reply.raise_for_status()
+        return float(reply.json()["timings"]["predicted_per_token_ms"])
+    model = httpx.get(f"{url}/v1/models", timeout=60).json()["data"][0]["id"]
+
+    def wall(tokens: int) -> float:
+        begin = time.perf_counter()
+        answer = httpx.post(f"{url}/v1/completions", timeout=600, json={
+            "model": model, "prompt": list(prompt_ids), "max_tokens": tokens, "min_tokens": tokens,
+            "temperature": 0.0, "ignore_eos": True})
+        answer.raise_for_status()
+        return time.perf_counter() - begin
+
+    wall(1 + new_tokens)  # warm-up, prompt into the prefix cache
+    return statistics.median(1e3 * (wall(1 + new_tokens) - wall(1)) / new_tokens for _ in range(3))
 
 
 def server_lm(folder: Path, url: str, args):
@@ -372,12 +396,18 @@ def run_model(name: str, args, figures: dict) -> None:
 
         from adaptrack_lsp.completion.lm.loading import load_model
 
-        lm = load_model(str(folder), device="cpu", dtype="float32", kv_cache="dynamic", threads=args.threads)
-        torch.set_num_threads(args.threads)
+        if args.device == "cuda":
+            lm = load_model(str(folder), device="cuda", dtype="bfloat16", kv_cache="auto")
+            lm.warm_up(1536, args.new_tokens)  # as the server does at load (CUDA graphs)
+            label = "transformers bf16 cuda"
+        else:
+            lm = load_model(str(folder), device="cpu", dtype="float32", kv_cache="dynamic", threads=args.threads)
+            torch.set_num_threads(args.threads)
+            label = "transformers fp32"
         own = transformers_own_ms(lm.model, prompt_ids, args.new_tokens)
         rows = decoder_rows(lm, prompt_ids, prefix, args)
         ghost = ghost_rows(lm, prefix, args)
-        print_rows("transformers fp32", own, rows, ghost)
+        print_rows(label, own, rows, ghost)
         results["transformers"] = {"own": own, "rows": rows, "ghost": ghost}
         del lm
         gc.collect()
@@ -388,7 +418,7 @@ def run_model(name: str, args, figures: dict) -> None:
         if quant not in args.engines:
             continue
         path = gguf_file(folder, quant)
-        lm = load_llamacpp(str(path), threads=args.threads, gpu_layers=0)
+        lm = load_llamacpp(str(path), threads=args.threads, gpu_layers=None if args.device == "cuda" else 0)
         own = llamacpp_own_ms(lm, prompt_ids, args.new_tokens)
         rows = decoder_rows(lm, prompt_ids, prefix, args)
         ghost = ghost_rows(lm, prefix, args)
@@ -399,12 +429,17 @@ def run_model(name: str, args, figures: dict) -> None:
         gc.collect()
 
     if "server" in args.engines:
-        binary = llama_server_binary()
-        if binary is None:
-            print("  server: skipped (no llama-server: run .ci/install-llama-cpp or set ADAPTRACK_LLAMA_SERVER)", flush=True)
-            return
-        path = gguf_file(folder, args.server_quant)
-        with llama_server(binary, path, args.threads, context=4096) as url:
+        if args.endpoint:  # a server started by hand (vLLM, SGLang) serving this model folder
+            served, label = contextlib.nullcontext(args.endpoint), f"server at {args.endpoint}"
+        else:
+            binary = llama_server_binary()
+            if binary is None:
+                print("  server: skipped (no llama-server: run .ci/install-llama-cpp or set ADAPTRACK_LLAMA_SERVER)", flush=True)
+                return
+            path = gguf_file(folder, args.server_quant)
+            served = llama_server(binary, path, args.threads, context=4096, gpu=args.device == "cuda")
+            label = f"server {args.server_quant} (llama-server)"
+        with served as url:
             lm, reason = server_lm(folder, url, args)
             if lm is None:
                 print(f"  server: skipped ({reason})", flush=True)
@@ -413,8 +448,7 @@ def run_model(name: str, args, figures: dict) -> None:
             rows = decoder_rows(lm, prompt_ids, prefix, args)
             own_path = own_path_server_calls(lm, prompt_ids, prefix, args)
             ghost = ghost_rows(lm, prefix, args)
-            print_rows(f"server {args.server_quant} (llama-server)", own, rows, ghost,
-                       f"; own path: {own_path:.1f} server calls per greedy completion")
+            print_rows(label, own, rows, ghost, f"; own path: {own_path:.1f} server calls per greedy completion")
             results["server"] = {"own": own, "rows": rows, "ghost": ghost, "own_path_calls": own_path}
 
 
@@ -464,7 +498,19 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per decode")
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) // 2), help="per engine (default: half the cores)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="cuda: transformers in bf16 (static cache), llama.cpp and llama-server with every layer on the GPU")
+    parser.add_argument("--endpoint", help="a running server (vLLM, SGLang) serving the model folder, instead of llama-server")
+    parser.add_argument("--tokenizer", help="folder of a saved Qwen2-sized tokenizer (see --save-tokenizer)")
+    parser.add_argument("--save-tokenizer", metavar="DIR", help="build the tokenizer, save it to DIR and exit")
+    parser.add_argument("--prepare", action="store_true", help="build the model folders and GGUFs (cached), print their paths, exit")
     args = parser.parse_args()
+    global TOKENIZER_DIR
+    TOKENIZER_DIR = args.tokenizer
+    if args.save_tokenizer:
+        load_tokenizer(False).save_pretrained(args.save_tokenizer)
+        print(f"tokenizer saved to {args.save_tokenizer}")
+        return 0
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
     if unknown:
@@ -474,6 +520,13 @@ def main() -> int:
         args.repeats, args.edits, args.new_tokens = 1, min(args.edits, 1), min(args.new_tokens, 4)
         args.timeout = min(args.timeout, 20.0)
         args.threads = 1
+    if args.prepare:
+        for name in args.models.split(","):
+            folder = model_folder(name.strip(), args.smoke, args.seed)
+            print(folder)
+            for quant in QUANTS:
+                print(gguf_file(folder, quant))
+        return 0
     print(machine_line(args), flush=True)
     figures: dict = {}
     for name in args.models.split(","):
