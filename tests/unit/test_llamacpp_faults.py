@@ -203,3 +203,12 @@ def test_quantized_ggufs_decode_on_this_cpu(tmp_path):
     )
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert [line.split()[0] for line in done.stdout.splitlines()] == ["q8_0", "q4_k_m"]
+
+
+def test_the_settings_reach_the_engine():
+    from adaptrack_lsp.completion.lm.llamacpp import load_from_settings
+
+    lm = load_from_settings(Settings(model=str(tiny_gguf_path()), threads=2, gpu_layers=0))
+    assert (lm.engine.threads, lm.engine.gpu_layers) == (2, 0)
+    lm = load_from_settings(Settings(model="tiny", device="cpu"))  # no GPU layers on the CPU device
+    assert lm.engine.gpu_layers == 0 and lm.engine.threads == 1  # a small model: one thread
