@@ -13,9 +13,12 @@ id, FIM and BOS ids for the prompt builder), and the KV state:
   whose parent is the tip of a branch extends that branch by one token; a node whose
   parent is inside a branch starts a new branch sharing the parent's cells.  Each node
   therefore costs exactly one token through the network (`tokens_fed == prompt +
-  distinct nodes evaluated`) while branches are held.  At most `max_sequences` branches
-  are held; the least recently used one is dropped (`llama_memory_seq_rm`) beyond that,
-  or when the cache is full, and a node below it is then re-fed (still exact).
+  distinct nodes evaluated`) while branches are held.  At most `max_sequences - 1`
+  branches are held; the least recently used one is dropped (`llama_memory_seq_rm`)
+  beyond that, or when the cache is full, and a node below it is then re-fed (still
+  exact).  `next_logprobs_batch` decodes several new nodes in one `llama_decode`.
+- Distributions of nodes evaluated under the current prompt are remembered (bounded), so
+  a request that asks for the same nodes again (a fresh tree per sample) costs no token.
 - `set_prompt` keeps the longest common token prefix with the previous prompt of the same
   `cache_key` (document) and feeds only the rest.  Documents other than the active one
   keep their prompt's KV state in host memory (`llama_state_seq_get_data`), restored
@@ -575,7 +578,7 @@ class LlamaCppLanguageModel(LanguageModel):
         engine = self.engine
         active = self._active
         self._active = None
-        if active is not None and active.ids:
+        if active is not None and active.ids and any(kept is active for kept in self._slots.values()):
             active.state = engine.save(self.PROMPT_SEQ)
             if active.state is None:
                 active.ids, active.prompt, active.root_logprobs = [], [], None
