@@ -91,7 +91,7 @@ def model_folder(name: str, smoke: bool, seed: int) -> Path:
     from adaptrack_lsp.completion.lm.tiny import cached_build
 
     config = (SMOKE_CONFIGS if smoke else CONFIGS)[name]
-    key = hashlib.sha256(json.dumps([config, seed, smoke, 1], sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([config, seed, smoke, 2], sort_keys=True).encode()).hexdigest()[:12]
 
     def build(folder: Path) -> None:
         import torch
@@ -111,6 +111,7 @@ def model_folder(name: str, smoke: bool, seed: int) -> Path:
             tensors.pop("lm_head.weight", None)
         qwen.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
+        qwen2_pre_tokenizer(folder / "tokenizer.json")
         save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
     return cached_build(f"bench-engines-{name}-{key}", build, marker="model.safetensors")
@@ -118,6 +119,28 @@ def model_folder(name: str, smoke: bool, seed: int) -> Path:
 
 #: a saved Qwen2-sized tokenizer (`--tokenizer DIR`) instead of building it here
 TOKENIZER_DIR: str | None = None
+
+
+def qwen2_pre_tokenizer(path: Path) -> None:
+    """Give the saved tokenizer Qwen2's pre-tokenizer (split regex, then byte-level), as a
+    real Qwen2.5-Coder folder has: transformers loads a ``qwen2`` folder's tokenizer with
+    that pre-tokenizer whatever tokenizer.json says, so every engine (transformers, the
+    GGUF's ``qwen2`` pre-tokenizer, a server's tokenizer check) then splits text alike."""
+    from adaptrack_lsp.completion.lm.gguf_export import QWEN2_PATTERN
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+    ]}
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def folder_tokenizer(folder: Path):
+    """The model folder's tokenizer as transformers loads it (the prompt's ids for every engine)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
 
 
 def load_tokenizer(smoke: bool):
@@ -155,6 +178,16 @@ def constraint_for(lm, prefix: str, kind: str = "api"):
     return TokenIndex(ApiMonitor(StaticIndex(numpy_names(), source="numpy names")), lm.vocab, context=context)
 
 
+def forget_nodes(lm) -> None:
+    """Make the next decode evaluate its nodes again: llama.cpp in process and the server
+    backend remember the distributions of nodes under an unchanged prompt."""
+    if hasattr(lm, "forget_nodes"):
+        lm.forget_nodes()
+    for memory in ("_cache", "_full"):  # the server backend's per-prompt node memory
+        if isinstance(getattr(lm, memory, None), dict):
+            getattr(lm, memory).clear()
+
+
 def decoder_rows(lm, prompt_ids, prefix, args) -> dict:
     """ms per LM call of greedy AdapTrack and exact k=5 (prompt cached), LM and server calls."""
     from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
@@ -163,7 +196,7 @@ def decoder_rows(lm, prompt_ids, prefix, args) -> dict:
     for label, decoder, samples, temperature in (("greedy", "adaptrack", 1, 0.0), ("exact k=5", "exact", 5, 1.0)):
         per_call, calls, server = [], [], []
         for run in range(1 + args.repeats):
-            getattr(lm, "forget_nodes", lambda: None)()  # every run evaluates its nodes (llama.cpp remembers them)
+            forget_nodes(lm)
             request = DecodeRequest(
                 prompt_ids=prompt_ids, num_samples=samples, temperature=temperature, max_new_tokens=args.new_tokens,
                 seed=args.seed + run, cache_key="bench.py", timeout_s=args.timeout,
@@ -184,7 +217,7 @@ def own_path_server_calls(lm, prompt_ids, prefix, args) -> float:
 
     calls = []
     for run in range(args.repeats):
-        getattr(lm, "forget_nodes", lambda: None)()
+        forget_nodes(lm)
         request = DecodeRequest(
             prompt_ids=prompt_ids, num_samples=1, temperature=0.0, max_new_tokens=args.new_tokens,
             seed=args.seed + run, cache_key=f"own-{run}.py", timeout_s=args.timeout,
@@ -383,7 +416,7 @@ def run_model(name: str, args, figures: dict) -> None:
     import gc
 
     folder = model_folder(name, args.smoke, args.seed)
-    tokenizer = load_tokenizer(args.smoke)
+    tokenizer = folder_tokenizer(folder)
     prefix = build_prompt(tokenizer, args.prompt_tokens)
     prompt_ids = tokenizer.encode(prefix, add_special_tokens=False)
     results = figures.setdefault(name, {})

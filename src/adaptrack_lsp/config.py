@@ -30,6 +30,11 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: key/value cache of the model: static buffers (CUDA graphs) on CUDA for auto
 KV_CACHES = ("auto", "static", "dynamic")
+#: where the model runs (`completion.lm.backends` maps each name to its loader): in
+#: process through transformers or llama.cpp, or behind an inference server
+BACKENDS = ("auto", "transformers", "llamacpp", "server")
+#: the environment variable the server backend reads its API key from, unless set otherwise
+DEFAULT_API_KEY_ENV = "ADAPTRACK_API_KEY"
 #: section name under which editors send the settings in didChangeConfiguration
 SETTINGS_SECTION = "adaptrack"
 
@@ -108,6 +113,35 @@ def _kv_cache(value: str) -> str | None:
 #: `completion.decoders` holds their classes and checks it has exactly these; settings
 #: validate against this tuple without importing any decoder)
 DECODER_NAMES = ("unconstrained", "constrained", "adaptrack", "exact", "asap", "cars", "rs", "ars", "rsft", "beam", "map")
+
+
+@_schema(enum=list(BACKENDS))
+def _backend(value: str) -> str | None:
+    return None if value in BACKENDS else f"must be one of {', '.join(BACKENDS)}"
+
+
+def _endpoint(value: str) -> str | None:
+    """"" (no server) or an http(s) URL without credentials."""
+    from urllib.parse import urlsplit
+
+    if not value.strip():
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http(s) URL such as http://127.0.0.1:8080"
+    if parts.username or parts.password:
+        return "must not hold credentials (the API key comes from the environment variable apiKeyEnv names)"
+    return None
+
+
+def _environment_name(value: str) -> str | None:
+    if value == "" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        return None
+    return "must be the name of an environment variable (letters, digits, _), not the key itself"
+
+
+_endpoint.hides_value = True
+_environment_name.hides_value = True
 
 
 @_schema(enum=list(DECODER_NAMES))
@@ -192,6 +226,24 @@ class Settings:
     timeout_ms: int = _validated(3000, _between(1, 600_000))
     multiline: bool = _validated(False)
     trust_remote_code: bool = _validated(False)
+    #: where the model runs: "transformers" or "llamacpp" (in process; "auto" picks
+    #: llamacpp for a .gguf model, else transformers) or "server" (an OpenAI-compatible
+    #: inference server at `endpoint`)
+    backend: str = _validated("auto", _backend)
+    #: the inference server's URL for backend "server", e.g. http://127.0.0.1:8080
+    endpoint: str = _validated("", _endpoint)
+    #: the served model's tokenizer files (folder or hub id) for backend "server"; "" = `model`
+    tokenizer: str = _validated("")
+    #: the model name sent to the server; "" = the one model it serves
+    server_model: str = _validated("")
+    #: the environment variable holding the server's API key (the key is never a setting)
+    api_key_env: str = _validated(DEFAULT_API_KEY_ENV, _environment_name)
+    #: top log-probabilities the server returns per position (the rest is one tail bucket)
+    server_top_logprobs: int = _validated(20, _between(1, 100))
+    #: tokens one server request computes ahead along the model's own path
+    server_lookahead: int = _validated(32, _between(1, 256))
+    #: the longest one server request may take (the decode's `timeoutMs` also bounds it)
+    server_timeout_ms: int = _validated(10_000, _between(100, 600_000))
     #: the user trusts the opened folder: its .venv/venv may be used and modules imported
     #: for runtime introspection (VS Code sends `workspace.isTrusted`)
     trusted_workspace: bool = _validated(False)
@@ -201,6 +253,17 @@ class Settings:
 
     #: fields whose change needs the model to be loaded again
     MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "threads", "gpu_layers", "trust_remote_code")
+    #: the engine's fields (backend, inference server) need a load too
+    MODEL_FIELDS += (
+        "backend",
+        "endpoint",
+        "tokenizer",
+        "server_model",
+        "api_key_env",
+        "server_top_logprobs",
+        "server_lookahead",
+        "server_timeout_ms",
+    )
     #: fields the editor client fills in itself (VS Code: from workspace trust), never
     #: offered as an editor setting
     CLIENT_PROVIDED_FIELDS = ("trusted_workspace",)
@@ -316,7 +379,10 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         check = FIELDS[name].metadata.get("check")
         reason = check(structured) if check else None
         if reason:
-            problems.append(f"setting {wire_name!r}: {value!r} {reason}; using {getattr(base, name)!r}")
+            # a value that may hold a secret (credentials in a URL, a key typed where its
+            # variable's name belongs) is never echoed into messages or logs
+            shown = "the value given" if getattr(check, "hides_value", False) else repr(value)
+            problems.append(f"setting {wire_name!r}: {shown} {reason}; using {getattr(base, name)!r}")
             continue
         changes[name] = structured
     return dataclasses.replace(base, **changes), problems

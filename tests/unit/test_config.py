@@ -30,6 +30,14 @@ def test_defaults_match_the_protocol_contract():
         "timeoutMs": 3000,
         "multiline": False,
         "trustRemoteCode": False,
+        "backend": "auto",
+        "endpoint": "",
+        "tokenizer": "",
+        "serverModel": "",
+        "apiKeyEnv": "ADAPTRACK_API_KEY",
+        "serverTopLogprobs": 20,
+        "serverLookahead": 32,
+        "serverTimeoutMs": 10000,
         "trustedWorkspace": False,
     }
     assert DEFAULT_MODEL == "Qwen/Qwen2.5-Coder-1.5B"
@@ -120,3 +128,12 @@ def test_parse_settings_never_raises(raw):
     parsed, problems = parse_settings(raw)
     assert isinstance(parsed, Settings)
     assert all(isinstance(p, str) for p in problems)
+
+
+def test_engine_settings_are_checked_and_reload_the_model():
+    parsed, problems = parse_settings({"backend": "server", "endpoint": "https://llm.example.org/v1", "serverTopLogprobs": 5})
+    assert not problems and parsed.backend == "server" and parsed.server_top_logprobs == 5
+    assert {"backend", "endpoint", "tokenizer", "server_model", "api_key_env"} <= set(Settings.MODEL_FIELDS)
+    parsed, problems = parse_settings({"backend": "cloud", "serverLookahead": 0, "serverTimeoutMs": 10})
+    assert parsed == Settings() and len(problems) == 3
+    assert "auto, transformers, llamacpp, server" in problems[0]

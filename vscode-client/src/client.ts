@@ -17,7 +17,7 @@ import {
 } from 'vscode-languageclient/node';
 import { PythonExtension } from '@vscode/python-extension';
 
-import { buildServerLaunch, describeLaunch, resolveInterpreter, ServerLaunch } from './server';
+import { API_KEY_SECRET, apiKeyEnvironment, buildServerLaunch, describeLaunch, resolveInterpreter, ServerLaunch } from './server';
 import { pipeServerStderr } from './serverLog';
 import { ExtensionSettings, PathContext, readSettings, SECTION, toDidChangeConfigurationParams, toInitializationOptions } from './settings';
 import { StatusModel, STATUS_NOTIFICATION } from './status';
@@ -69,6 +69,8 @@ export class ServerManager implements vscode.Disposable {
   constructor(
     private readonly log: vscode.LogOutputChannel,
     private readonly status: StatusModel,
+    /** where the inference server's API key is kept (`adaptrack: Set Server API Key`) */
+    private readonly secrets?: vscode.SecretStorage,
   ) {}
 
   get languageClient(): LanguageClient | undefined {
@@ -132,12 +134,18 @@ export class ServerManager implements vscode.Disposable {
       // ask the Python extension only when the setting does not name an interpreter
       const fromSetting =
         resolveInterpreter({ serverInterpreter: settings.serverInterpreter, serverArgs: [], pathContext }).source === 'setting';
+      const apiKey = await this.secrets?.get(API_KEY_SECRET);
       const launch = buildServerLaunch({
         serverInterpreter: settings.serverInterpreter,
         serverArgs: settings.serverArgs,
         pythonExtensionInterpreter: fromSetting ? undefined : await pythonExtensionInterpreter(this.log),
         pathContext,
+        // the key reaches the server only through its environment; the log names the variable, never the key
+        secretEnv: apiKeyEnvironment(settings.apiKeyEnv, apiKey),
       });
+      if (apiKey) {
+        this.log.info(`the inference server's API key from secret storage is passed in ${settings.apiKeyEnv}`);
+      }
       this.lastLaunch = launch;
       this.log.info(`starting server: ${describeLaunch(launch)}`);
       const executable: Executable = {

@@ -2,13 +2,16 @@
  * Extension entry point.
  *
  * Owns: activation, the output channel, the status bar item, the commands
- * (`adaptrack.restart`, `adaptrack.showLogs`, `adaptrack.toggle`) and reacting to
+ * (`adaptrack.restart`, `adaptrack.showLogs`, `adaptrack.toggle`, and
+ * `adaptrack.setApiKey` / `adaptrack.clearApiKey`: the inference server's API key in
+ * VS Code's secret storage, handed to the server in its environment) and reacting to
  * settings changes (restart for the launch settings, start/stop for `enable`,
  * didChangeConfiguration for the server's settings).
  */
 import * as vscode from 'vscode';
 
 import { currentSettings, onPythonInterpreterChange, ServerManager } from './client';
+import { API_KEY_SECRET } from './server';
 import { ExtensionSettings, reactionToChange, SECTION } from './settings';
 import { StatusBar, StatusModel } from './status';
 
@@ -16,6 +19,8 @@ export const COMMANDS = {
   restart: 'adaptrack.restart',
   showLogs: 'adaptrack.showLogs',
   toggle: 'adaptrack.toggle',
+  setApiKey: 'adaptrack.setApiKey',
+  clearApiKey: 'adaptrack.clearApiKey',
 } as const;
 
 /** What `activate` returns: used by the extension-host tests and by other extensions. */
@@ -29,7 +34,7 @@ let manager: ServerManager | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<AdaptrackApi> {
   const log = vscode.window.createOutputChannel('adaptrack', { log: true });
   const status = new StatusModel();
-  manager = new ServerManager(log, status);
+  manager = new ServerManager(log, status, context.secrets);
   const server = manager;
   context.subscriptions.push(log, new StatusBar(vscode, status, COMMANDS.showLogs), server);
 
@@ -39,6 +44,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<Adaptr
       await server.restart();
     }),
     vscode.commands.registerCommand(COMMANDS.showLogs, () => log.show()),
+    vscode.commands.registerCommand(COMMANDS.setApiKey, async () => {
+      const key = await vscode.window.showInputBox({
+        title: 'adaptrack: API key of the inference server',
+        prompt: `Kept in VS Code's secret storage and passed to the language server in ${currentSettings().apiKeyEnv}; never written to settings or logs.`,
+        password: true,
+        ignoreFocusOut: true,
+      });
+      if (!key) {
+        return;
+      }
+      await context.secrets.store(API_KEY_SECRET, key);
+      log.info('the inference server API key was stored in secret storage: restarting the server');
+      await server.restart();
+    }),
+    vscode.commands.registerCommand(COMMANDS.clearApiKey, async () => {
+      await context.secrets.delete(API_KEY_SECRET);
+      log.info('the inference server API key was removed from secret storage: restarting the server');
+      await server.restart();
+    }),
     vscode.commands.registerCommand(COMMANDS.toggle, async () => {
       const config = vscode.workspace.getConfiguration(SECTION);
       const enabled = config.get<boolean>('enable', true);

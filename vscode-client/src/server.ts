@@ -36,6 +36,24 @@ export interface LaunchInputs {
   env?: Record<string, string | undefined>;
   /** working directory of the server: a folder without Python files (default: the extension's own) */
   serverCwd?: string;
+  /** variables added to the server's environment (the API key from secret storage); never logged */
+  secretEnv?: Record<string, string>;
+}
+
+/** The secret-storage key under which the inference server's API key is kept. */
+export const API_KEY_SECRET = 'adaptrack.serverApiKey';
+
+/**
+ * The environment entry that hands the API key from VS Code's secret storage to the
+ * server: `{[apiKeyEnv]: key}`, or nothing without a key or with a name that is not an
+ * environment variable's.
+ */
+export function apiKeyEnvironment(apiKeyEnv: string, key: string | undefined): Record<string, string> {
+  const name = apiKeyEnv.trim();
+  if (!key || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+    return {};
+  }
+  return { [name]: key };
 }
 
 /** The extension's own folder: holds no `.py` file that `python -m` could import. */
@@ -59,7 +77,7 @@ export function resolveInterpreter(inputs: LaunchInputs): { interpreter: string;
 /** `<interpreter> -m adaptrack_lsp serve [serverArgs...]`, speaking LSP over stdio. */
 export function buildServerLaunch(inputs: LaunchInputs): ServerLaunch {
   const { interpreter, source } = resolveInterpreter(inputs);
-  const env = { ...(inputs.env ?? process.env), PYTHONUNBUFFERED: '1' };
+  const env = { ...(inputs.env ?? process.env), ...(inputs.secretEnv ?? {}), PYTHONUNBUFFERED: '1' };
   return {
     command: interpreter,
     args: ['-m', SERVER_MODULE, 'serve', ...inputs.serverArgs],

@@ -14,6 +14,7 @@ export const SECTION = 'adaptrack';
 export type Device = 'auto' | 'cpu' | 'cuda' | 'mps' | `cuda:${number}`;
 export type Dtype = 'auto' | 'float32' | 'bfloat16' | 'float16';
 export type KvCache = 'auto' | 'static' | 'dynamic';
+export type Backend = 'auto' | 'transformers' | 'llamacpp' | 'server';
 
 /** The server's settings, camelCase as on the wire (see `adaptrack_lsp.config.Settings`). */
 export interface ServerSettings {
@@ -36,6 +37,14 @@ export interface ServerSettings {
   timeoutMs: number;
   multiline: boolean;
   trustRemoteCode: boolean;
+  backend: Backend;
+  endpoint: string;
+  tokenizer: string;
+  serverModel: string;
+  apiKeyEnv: string;
+  serverTopLogprobs: number;
+  serverLookahead: number;
+  serverTimeoutMs: number;
   trustedWorkspace: boolean;
 }
 
@@ -68,6 +77,14 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   timeoutMs: 3000,
   multiline: false,
   trustRemoteCode: false,
+  backend: 'auto',
+  endpoint: '',
+  tokenizer: '',
+  serverModel: '',
+  apiKeyEnv: 'ADAPTRACK_API_KEY',
+  serverTopLogprobs: 20,
+  serverLookahead: 32,
+  serverTimeoutMs: 10000,
   trustedWorkspace: false,
 });
 
@@ -211,6 +228,9 @@ export function reactionToChange(before: ExtensionSettings, after: ExtensionSett
   }
   if (changed.some((name) => (RESTART_SETTING_NAMES as readonly string[]).includes(name))) {
     return 'restart';
+  }
+  if (changed.includes('apiKeyEnv')) {
+    return 'restart'; // a key from secret storage is handed over in the process environment
   }
   return 'notify';
 }

@@ -27,6 +27,15 @@ M.server_settings = {
   timeoutMs = 'number',
   multiline = 'boolean',
   trustRemoteCode = 'boolean',
+  backend = 'string',
+  endpoint = 'string',
+  tokenizer = 'string',
+  serverModel = 'string',
+  -- the name of the environment variable with the inference server's API key (never the key)
+  apiKeyEnv = 'string',
+  serverTopLogprobs = 'number',
+  serverLookahead = 'number',
+  serverTimeoutMs = 'number',
   -- true: the project's .venv/venv may be used and its modules imported (default false;
   -- set it in your own config, for projects you trust)
   trustedWorkspace = 'boolean',

@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from adaptrack_lsp.commands.serve import add_backend_arguments
+
+    add_backend_arguments(parser)
 
 
 def parse_location(location: str) -> tuple[str, int | None, int | None]:
@@ -80,6 +83,9 @@ def build_settings(args):
         "timeoutMs": args.timeout_ms,
         "device": args.device,
     }
+    from adaptrack_lsp.commands.serve import backend_settings
+
+    raw.update(backend_settings(args))
     if args.multiline:
         raw["multiline"] = True
     if args.trust_workspace:
@@ -130,11 +136,23 @@ def run(args) -> int:
     def index_progress(message: str) -> None:
         print(f"adaptrack-lsp complete: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
 
+    from adaptrack_lsp.completion.lm.base import ModelError
+
+    connect_error = getattr(service.model, "connect_error", "")
+    if connect_error:  # the server backend could not use its inference server
+        print(f"adaptrack-lsp complete: {connect_error}", file=sys.stderr)
+        service.close()
+        return 3
     try:
         mode = "list" if settings.num_samples > 1 else "inline"
         result = service.complete(text, offset, mode=mode, seed=args.seed, wait_for_index=True, index_progress=index_progress)
+    except ModelError as error:
+        print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
+        return 3
     finally:
         service.close()
+    if result.engine_warning:
+        print(f"adaptrack-lsp complete: warning: {result.engine_warning}", file=sys.stderr)
     if result.constraint.problem:
         print(f"adaptrack-lsp complete: warning: not API-constrained: {result.constraint.problem}", file=sys.stderr)
     if args.json:
@@ -153,7 +171,7 @@ def run(args) -> int:
         print(f"{rank:2d}. {candidate.text!r}  logprob={candidate.logprob:.3f} {flag}")
     counters = result.counters
     print(
-        f"# lm_calls={counters.get('lm_calls')} tokens_fed={counters.get('tokens_fed')} "
+        f"# lm_calls={counters.get('lm_calls')} server_calls={counters.get('server_calls', 0)} tokens_fed={counters.get('tokens_fed')} "
         f"backtracks={counters.get('backtracks')} wall_ms={1000 * counters.get('wall_seconds', 0.0):.0f} "
         f"index_ms={1000 * counters.get('index_seconds', 0.0):.0f}"
     )

@@ -1,11 +1,21 @@
-"""`adaptrack-lsp sample`: draw samples from a task file with any decoder.
+"""`adaptrack-lsp sample`: draw many constrained samples with any decoder.
 
-A task file is an exact tabular LM plus a finite set of valid sequences (format in
-`adaptrack_lsp.evaluation.tasks`).  With `--json` the command prints
-``{"counts": {"0 0 0 0 0 $": 123, ...}, "counters": {...}, "failures": n, ...}``
-(tokens joined by single spaces, counters summed over all samples); otherwise a table of
-empirical frequencies next to the exact P(s | c) and what greedy constrained decoding
-would give.
+Two sources:
+
+- ``--task TASK.json``: an exact tabular LM plus a finite set of valid sequences (format
+  in `adaptrack_lsp.evaluation.tasks`); the table compares the frequencies with the exact
+  P(s | c) and with what greedy constrained decoding would give.
+- ``--model M --prompt-file P`` with a constraint (``--allowed FILE``: a sample is exactly
+  one of the file's lines, ended by the model's end-of-sequence token, so P(s) includes
+  P(eos | s)), on any backend (``--backend transformers|llamacpp|server``,
+  ``--endpoint URL``, ``--tokenizer PATH_OR_ID``).  All samples are drawn in one request
+  (one prefix tree: the exact samplers stay exact, and later samples reuse what earlier
+  ones learned), which is how CARS-style workloads draw thousands of samples.
+
+With `--json` the command prints one object, ``{"counts": {sample: n, ...},
+"lm_calls": ..., "server_calls": ..., "counters": {...}, "failures": n, ...}`` (task
+samples as tokens joined by single spaces, model samples as their text); otherwise a
+table.
 """
 
 from __future__ import annotations
@@ -14,11 +24,20 @@ import argparse
 import json
 import sys
 
-HELP = "sample a task file (exact tabular LM + valid sequences) with a decoder; compare with the exact P(s|c)"
+HELP = "draw constrained samples with a decoder: a task file (exact tabular LM) or a real model and prompt"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, metavar="TASK.json", help="task file (vocab, eos, default, next, valid)")
+    from adaptrack_lsp.config import model_argument
+
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", metavar="TASK.json", help="task file (vocab, eos, default, next, valid)")
+    source.add_argument("--model", type=model_argument, help="a model: 'tiny', a local folder, a GGUF file or a hub id (with --prompt-file)")
+    parser.add_argument("--prompt-file", metavar="P", help="with --model: the text the samples continue")
+    parser.add_argument("--allowed", metavar="FILE", help="with --model: each sample is exactly one line of FILE, then end of sequence")
+    from adaptrack_lsp.commands.serve import add_backend_arguments
+
+    add_backend_arguments(parser)
     from adaptrack_lsp.config import DECODER_NAMES
 
     parser.add_argument(
@@ -56,13 +75,13 @@ def parse_options(items: list[str]) -> dict:
     return options
 
 
-def run(args) -> int:
-    from adaptrack_lsp.completion.decoders import DecodeRequest, OptionError, decoder_names, get_decoder
-    from adaptrack_lsp.evaluation.tasks import TaskError, chi_square, load_task
+def fail(message: str, code: int = 2) -> int:
+    print(f"adaptrack-lsp sample: error: {message}", file=sys.stderr)
+    return code
 
-    def fail(message: str) -> int:
-        print(f"adaptrack-lsp sample: error: {message}", file=sys.stderr)
-        return 2
+
+def run(args) -> int:
+    from adaptrack_lsp.completion.decoders import OptionError, decoder_names, get_decoder
 
     if args.n < 1:
         return fail(f"--n must be at least 1, got {args.n}")
@@ -72,6 +91,142 @@ def run(args) -> int:
         decoder = get_decoder(args.decoder, **parse_options(args.option))
     except (OptionError, ValueError) as error:
         return fail(str(error))
+    if args.model is not None:
+        return run_model(args, decoder)
+    for flag in ("prompt_file", "allowed", "backend", "endpoint", "tokenizer"):
+        if getattr(args, flag) is not None:
+            return fail(f"--{flag.replace('_', '-')} goes with --model, not --task")
+    return run_task(args, decoder)
+
+
+def model_settings(args):
+    """`Settings` for the model flags (the same names as the editors' settings)."""
+    from adaptrack_lsp.config import parse_settings
+
+    raw = {"model": args.model, "backend": args.backend, "endpoint": args.endpoint, "tokenizer": args.tokenizer}
+    return parse_settings({key: value for key, value in raw.items() if value is not None})
+
+
+def constraint_for(args, lm):
+    """The token constraint of the model path (``--allowed``); (constraint, longest
+    sample in tokens) or raises ValueError naming the flag."""
+    from adaptrack_lsp.constrainers.allowed_lines import allowed_lines_constraint, read_allowed_lines
+
+    if not args.allowed:
+        raise ValueError("--model needs a constraint: --allowed FILE")
+    try:
+        lines = read_allowed_lines(args.allowed)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--allowed {args.allowed}: {error}") from None
+    if not lines:
+        raise ValueError(f"--allowed {args.allowed}: the file has no non-empty line")
+    # every token adds at least one byte: no tokenization of a line is longer than its bytes
+    return allowed_lines_constraint(lm.vocab, lines, source=args.allowed), max(len(line.encode()) for line in lines) + 1
+
+
+def run_model(args, decoder) -> int:
+    """Samples of a real model continuing `--prompt-file`, under `--allowed`."""
+    import time
+
+    from adaptrack_lsp.completion.decoders import DecodeRequest
+    from adaptrack_lsp.completion.lm.base import ModelError
+
+    if not args.prompt_file:
+        return fail("--model needs --prompt-file P (the text the samples continue)")
+    try:
+        with open(args.prompt_file, encoding="utf-8") as handle:
+            prompt = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        return fail(f"--prompt-file {args.prompt_file}: {error}")
+    settings, problems = model_settings(args)
+    if problems:
+        return fail("; ".join(problems))
+    from adaptrack_lsp.completion.lm import loading
+
+    started = time.perf_counter()
+    try:
+        lm = loading.load_for_settings(settings)
+    except ModelError as error:
+        return fail(str(error), 3)
+    problem = getattr(lm, "connect_error", "")
+    if problem:
+        return fail(problem, 3)
+    if getattr(lm, "warning", ""):
+        print(f"adaptrack-lsp sample: warning: {lm.warning}", file=sys.stderr)
+    load_seconds = time.perf_counter() - started
+    try:
+        constraint, longest = constraint_for(args, lm)
+    except ValueError as error:
+        return fail(str(error))
+    from adaptrack_lsp.completion.context import PromptBuilder
+
+    builder = PromptBuilder.for_model(lm, max_new_tokens=longest, heal=False)
+    plan = builder.build(prompt, len(prompt))
+    max_new_tokens = args.max_new_tokens if args.max_new_tokens is not None else longest
+    request = DecodeRequest(
+        prompt_ids=plan.prompt_ids,
+        num_samples=args.n,
+        temperature=args.temperature,
+        max_new_tokens=max_new_tokens,
+        timeout_s=args.timeout,
+        seed=args.seed,
+    )
+    try:
+        result = decoder.decode(lm, constraint, request)
+    except ModelError as error:
+        return fail(str(error), 3)
+    counts: dict[str, int] = {}
+    for sample in result.samples:
+        if sample.complete and sample.valid:
+            counts[sample.text] = counts.get(sample.text, 0) + 1
+    counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    incomplete = sum(1 for s in result.samples if not s.complete)
+    invalid = sum(1 for s in result.samples if not s.valid)
+    c = result.counters
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "counts": counts,
+                    "lm_calls": c.lm_calls,
+                    "server_calls": c.server_calls,
+                    "counters": c.as_dict(),
+                    "failures": result.failures,
+                    "status": result.status,
+                    "message": result.message,
+                    "decoder": args.decoder,
+                    "model": settings.model,
+                    "backend": loading.backend_for(settings),
+                    "n": args.n,
+                    "seed": args.seed,
+                    "temperature": args.temperature,
+                    "invalid": invalid,
+                    "incomplete": incomplete,
+                    "prompt_tokens": len(plan.prompt_ids),
+                    "load_seconds": load_seconds,
+                }
+            )
+        )
+        return 0
+    total = sum(counts.values())
+    width = max([len("sample")] + [len(repr(text)) for text in counts])
+    print(f"{settings.model} ({loading.backend_for(settings)}): decoder {args.decoder}, {args.n} samples, seed {args.seed}")
+    print(f"{'sample'.ljust(width)}  {'count':>7}  {'share':>8}")
+    for text, count in counts.items():
+        print(f"{repr(text).ljust(width)}  {count:>7}  {100 * count / total:>7.2f}%")
+    print(f"status: {result.status}" + (f" ({result.message})" if result.message else ""))
+    print(f"failures: {result.failures}  invalid: {invalid}  incomplete: {incomplete}")
+    print(
+        f"counters: lm_calls {c.lm_calls}, server_calls {c.server_calls}, tokens_fed {c.tokens_fed}, "
+        f"backtracks {c.backtracks}, wall {c.wall_seconds:.3f} s"
+    )
+    return 0
+
+
+def run_task(args, decoder) -> int:
+    from adaptrack_lsp.completion.decoders import DecodeRequest
+    from adaptrack_lsp.evaluation.tasks import TaskError, chi_square, load_task
+
     try:
         task = load_task(args.task)
     except TaskError as error:

@@ -25,12 +25,31 @@ def add_arguments(parser) -> None:
         help="model to load unless the editor's settings name one ('tiny' = built-in offline model, "
         "a local folder or a Hugging Face hub id)",
     )
+    add_backend_arguments(parser)
     parser.add_argument(
         "--max-message-mb",
         type=float,
         default=64,
         help="largest JSON-RPC message accepted, in MiB (default 64); larger ones are answered with an error and skipped",
     )
+
+
+def add_backend_arguments(parser) -> None:
+    """`--backend`, `--endpoint`, `--tokenizer`: the engine settings of the same names
+    (`serve` uses them unless the editor's settings name others)."""
+    from adaptrack_lsp.config import BACKENDS
+
+    parser.add_argument("--backend", choices=BACKENDS, default=None, help="where the model runs (default auto: llamacpp for a .gguf, else transformers)")
+    parser.add_argument("--endpoint", default=None, metavar="URL", help="the inference server's URL for --backend server (e.g. http://127.0.0.1:8080)")
+    parser.add_argument(
+        "--tokenizer", default=None, metavar="PATH_OR_ID", help="the served model's tokenizer files, a folder or hub id (--backend server; default: --model)"
+    )
+
+
+def backend_settings(args) -> dict:
+    """The engine settings given on the command line, camelCase."""
+    raw = {"backend": args.backend, "endpoint": args.endpoint, "tokenizer": args.tokenizer}
+    return {key: value for key, value in raw.items() if value is not None}
 
 
 def quiet_progress_bars_off_terminal(stderr=None) -> None:
@@ -50,12 +69,12 @@ def run(args) -> int:
         raise SystemExit(f"--port must be between 1 and 65535, got {args.port}")
     if not args.max_message_mb > 0:
         raise SystemExit(f"--max-message-mb must be positive, got {args.max_message_mb}")
-    settings = {"model": args.model} if args.model else None
+    settings = ({"model": args.model} if args.model else {}) | backend_settings(args)
     return serve(
         tcp=args.tcp,
         host="127.0.0.1",
         port=args.port,
-        settings=settings,
+        settings=settings or None,
         token_file=args.token_file,
         max_message_bytes=int(args.max_message_mb * 2**20),
     )

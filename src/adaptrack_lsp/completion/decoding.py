@@ -30,6 +30,8 @@ class Counters:
     constraint_checks: int = 0  # token validity decisions
     backtracks: int = 0  # AdapTrack rejections / sampler restarts
     tail_evaluations: int = 0  # nodes asked again for the tokens pruned at first evaluation
+    tail_draws: int = 0  # tokens drawn out of a top-K node's tail (one LM call each, in lm_calls)
+    server_calls: int = 0  # requests sent to a remote engine (lookahead fills several nodes per call)
     lm_seconds: float = 0.0
     constraint_seconds: float = 0.0
     other_seconds: float = 0.0

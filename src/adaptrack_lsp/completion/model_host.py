@@ -38,8 +38,11 @@ def default_model_loader(settings: Settings, progress: ProgressCallback):
     return loading.load_for_settings(settings)
 
 
-def model_load_message(model: str, error: BaseException) -> str:
-    """A load failure, always naming the way out (the built-in model or a local folder)."""
+def model_load_message(model: str, error: BaseException, backend: str = "transformers") -> str:
+    """A load failure, always naming the way out (the built-in model or a local folder;
+    for the server backend the error names its own fix)."""
+    if backend == "server":  # the server backend's errors name their own fix
+        return f"could not start the server backend: {error}"
     text = f"could not load model {model!r}: {error}"
     if "tiny" not in str(error):
         text += (
@@ -125,7 +128,7 @@ class ModelHost:
                 self._loaded_key = settings.model_key()
         except Exception as error:
             self.state = "error"
-            self.message = model_load_message(settings.model, error)
+            self.message = model_load_message(settings.model, error, settings.backend)
             logger.info("model load failed: %s", error, exc_info=logger.isEnabledFor(logging.DEBUG))
             raise ServiceNotReady(self.message) from error
         if self.superseded_load(ticket):
@@ -157,7 +160,7 @@ class ModelHost:
             except ServiceNotReady:
                 pass
             except BaseException as error:  # never leave the state at "loading"
-                self.state, self.message = "error", model_load_message(current.model, error)
+                self.state, self.message = "error", model_load_message(current.model, error, current.backend)
             finally:
                 if done is not None:
                     try:

@@ -75,6 +75,9 @@ class CompletionResult:
     fim: str | None = None
     #: "indexing": the API paths still being computed
     pending: tuple[tuple[str, ...], ...] = ()
+    #: a standing problem of the model's engine the user must hear about (e.g. a server
+    #: that ignores logit_bias, whose model is the top-K truncation); "" when none
+    engine_warning: str = ""
     #: the request answered
     request: CompletionRequest | None = field(default=None, repr=False, compare=False)
 
@@ -163,6 +166,7 @@ def run(
         prompt_tokens=len(plan.prompt_ids),
         fim=plan.fim,
         request=request,
+        engine_warning=getattr(host.model, "warning", "") or "",
     )
 
 

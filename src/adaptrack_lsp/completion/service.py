@@ -82,6 +82,12 @@ class CompletionService:
     def needs_reload(self, settings: Settings) -> bool:
         return self.host.needs_reload(settings)
 
+    def engine_problem(self) -> str:
+        """Why the loaded model's engine cannot be used now (an inference server that
+        could not be reached at load), or its standing warning; "" when none."""
+        model = self.host.model
+        return (getattr(model, "connect_error", "") or getattr(model, "warning", "") or "") if model is not None else ""
+
     def update_settings(self, settings: Settings) -> bool:
         """Adopt new settings; True when the model must be loaded again (a load of the
         same model fields already under way counts as loaded)."""

@@ -22,12 +22,33 @@ Owns, per node (a token path after the prompt):
   bottom-up, so AdapTrack can run its rejection step at each ancestor;
 - counters, cancellation and the wall-clock budget (`poll`, called before LM work).
 
+**Partial nodes** (a `PartialLanguageModel`: a remote engine).  The LM gives the top-K
+tokens and the tail's total mass; the tail cannot be enumerated.  Such a node is
+`partial`: its candidates are the top-K (special and padding ids among them stay as
+candidates of probability 0, known invalid, so that draws exclude them), its tail keeps
+Q = 1 (unknown validity: an upper bound, so AdapTrack's Q stays an envelope) and
+`tail_best`, an upper bound on any single tail token's probability.  Drawing from the
+tail (`draw_from_tail`) asks the LM for ONE token with every candidate excluded, an exact
+draw from P restricted to the tail (or its argmax when greedy); the token moves from the
+tail into the candidates with its exact probability and the tail's mass shrinks by it.
+A checked partial node whose constraint allows no token outside its candidates has a
+tail known invalid (Q = 0): no draw is made from it.  `choose` is the one draw every
+decoder uses on any node: P(u|x)·w(u) over the whole
+vocabulary (w = Q, validity, or 1), the tail drawn lazily, an invalid tail token
+redrawn when the draw must be masked, and the argmax taken exactly when greedy (the tail
+is drawn while its best possible token could beat the best candidate).  A node whose
+tail needs more than `TAIL_DRAWS_BEFORE_ENUMERATION` draws is enumerated once through
+the LM's full distribution where the engine gives one.  At a temperature other than 1
+(and where the engine cannot exclude tokens) a partial node is the top-K truncation:
+the tail is dropped and the listed tokens renormalised (`truncated`).
+
 Probabilities are float64 from the LM's log-probabilities (float32 from neural models,
 float64 from exact tabular ones, so that near ties are decided in float64).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -55,6 +76,12 @@ FLOAT32_EXP_FLOOR = -80.0
 DRAW_BLOCK = 1024
 #: validity checks per constraint call in `check_top_p`
 TOP_P_CHUNK = 16
+#: tail draws at one partial node before its tail is enumerated through the LM's full
+#: distribution (where the engine gives one)
+TAIL_DRAWS_BEFORE_ENUMERATION = 12
+#: tail draws at one partial node when the engine cannot enumerate: past this the
+#: decode stops with a message (one position needing hundreds of server calls)
+MAX_TAIL_DRAWS = 256
 
 NO_VALID_COMPLETION = "no valid completion: every continuation violates the constraint"
 ZERO_PROBABILITY = "no valid completion has positive probability: the model gives probability 0 to every valid continuation"
@@ -87,6 +114,9 @@ class Node:
         "pending",
         "q",
         "checked",
+        "partial",
+        "tail_best",
+        "tail_draws",
     )
 
     def __init__(self, parent: Node | None, token: int | None, index_in_parent: int, state, valid: bool):
@@ -113,6 +143,9 @@ class Node:
         self.pending = False  # verdicts computed, not yet applied to Q (`apply_verdicts`)
         self.q = 1.0 if valid else 0.0
         self.checked = False  # every candidate's validity is known (or assumed invalid)
+        self.partial = False  # the tail is a bucket of a top-K distribution: never enumerated
+        self.tail_best = 0.0  # partial nodes: no tail token is more probable than this
+        self.tail_draws = 0  # partial nodes: tokens drawn out of the tail
 
     @property
     def leaf(self) -> bool:
@@ -193,12 +226,28 @@ class PrefixTree:
         self.started = time.perf_counter()
         self.deadline = None if request.timeout_s is None else self.started + float(request.timeout_s)
         self._special_or_padding = self._excluded_ids()
+        #: the LM gives top-K + tail distributions (see the module docstring)
+        self.partial = bool(getattr(lm, "partial", False))
+        #: partial distributions are the top-K truncation (temperature other than 1 when
+        #: sampling, or an engine that cannot exclude tokens)
+        self.truncated = self.partial and (
+            not getattr(lm, "can_exclude", True) or (not self.greedy and self.temperature != 1.0)
+        )
+        #: when a list, every change `propagate` makes is appended to it (AdapTrack runs
+        #: its rejection step on changes made inside a draw over a top-K tail too)
+        self.change_log: list[QChange] | None = None
+        #: seeds of the paths an engine computes ahead (`PartialLanguageModel.next_top`)
+        self._lookahead_seeds = np.random.default_rng(request.seed)
+        if hasattr(lm, "deadline"):
+            lm.deadline = self.deadline
         #: nodes where a token the constraint allows had probability 0 under the model
         self.zero_probability_valid = 0
 
         fed_before = lm.tokens_fed
+        calls_before = getattr(lm, "server_calls", 0)
         info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens, cache_key=request.cache_key)
         self.prompt_info = info
+        self.counters.server_calls += getattr(lm, "server_calls", 0) - calls_before
         fed = lm.tokens_fed - fed_before
         self.counters.tokens_fed += fed
         self.counters.prompt_tokens_fed += fed
@@ -230,12 +279,8 @@ class PrefixTree:
     def _ask_lm(self, node: Node) -> np.ndarray:
         """log P(.|node) over the vocabulary, counted; raises ModelError on unusable output."""
         self.poll()
-        fed_before = self.lm.tokens_fed
-        start = time.perf_counter()
-        logprobs = self.lm.next_logprobs(node.path())
-        self.counters.lm_seconds += time.perf_counter() - start
-        self.counters.lm_calls += 1
-        self.counters.tokens_fed += self.lm.tokens_fed - fed_before
+        with self._lm_call():
+            logprobs = self.lm.next_logprobs(node.path())
         logprobs = np.asarray(logprobs)
         if logprobs.dtype != np.float64:
             logprobs = logprobs.astype(np.float32, copy=False)
@@ -252,6 +297,20 @@ class PrefixTree:
 
             raise ModelError("the model gave every token zero probability")
         return logprobs
+
+    @contextlib.contextmanager
+    def _lm_call(self):
+        """Count one LM call: `lm_calls`, `lm_seconds`, `tokens_fed`, `server_calls`."""
+        fed_before = self.lm.tokens_fed
+        calls_before = getattr(self.lm, "server_calls", 0)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.counters.lm_seconds += time.perf_counter() - start
+            self.counters.lm_calls += 1
+            self.counters.tokens_fed += self.lm.tokens_fed - fed_before
+            self.counters.server_calls += getattr(self.lm, "server_calls", 0) - calls_before
 
     def _scaled(self, logprobs: np.ndarray) -> np.ndarray:
         """log P(u|x) at the request temperature, normalised over the whole vocabulary
@@ -289,6 +348,9 @@ class PrefixTree:
             return
         if node.leaf:
             raise ValueError("a complete or cut node has no next-token distribution")
+        if self.partial:
+            self._evaluate_partial(node, validity)
+            return
         logprobs = self._ask_lm(node)
         scaled = self._scaled(logprobs)
         eligible = np.where(self._special_or_padding, -np.inf, scaled)
@@ -339,6 +401,211 @@ class PrefixTree:
         node.evaluated = True
         self._recompute_q(node)
 
+    # -- partial nodes ----------------------------------------------------------------
+    def _ineligible(self, ids: np.ndarray) -> np.ndarray:
+        """bool per id: special, padding, or beyond the vocabulary (never generated)."""
+        outside = ids >= self.vocab.size
+        flags = np.ones(ids.size, dtype=bool)
+        flags[~outside] = self._special_or_padding[ids[~outside]]
+        return flags
+
+    def _evaluate_partial(self, node: Node, validity: str) -> None:
+        """Store a top-K distribution: candidates = the listed ids (ineligible ones with
+        probability 0, known invalid), the tail = the rest (see the module docstring)."""
+        self.poll()
+        greedy = self.greedy
+        seed = int(self._lookahead_seeds.integers(2**31 - 1))
+        with self._lm_call():
+            top = self.lm.next_top(node.path(), greedy=greedy, seed=seed)
+        ids = np.asarray(top.ids, dtype=np.int64)
+        raw = np.asarray(top.logprobs, dtype=np.float64)
+        ineligible = self._ineligible(ids) | ~np.isfinite(raw)
+        if self.truncated and not top.truncated:
+            # the top-K truncation at the request temperature: renormalise over the list
+            finite = np.isfinite(raw)
+            scaled = np.full(raw.size, -np.inf)
+            scaled[finite] = raw[finite] / self.temperature
+            if finite.any():
+                high = float(scaled[finite].max())
+                scaled = scaled - (high + math.log(float(np.exp(scaled[finite] - high).sum())))
+            truncated_raw = np.full(raw.size, -np.inf)
+            if finite.any():
+                high = float(raw[finite].max())
+                truncated_raw = raw - (high + math.log(float(np.exp(raw[finite] - high).sum())))
+            probs, raw, tail = np.exp(scaled), truncated_raw, 0.0
+        else:
+            probs, tail = np.exp(raw), float(top.tail_mass)
+        probs = np.where(ineligible, 0.0, probs)
+        node.candidates = ids.astype(np.int32)
+        node.raw_logprobs = raw
+        node.probs = probs
+        node.tail_mass = tail
+        node.partial = tail > 0.0
+        node.tail_best = min(top.smallest, tail) if node.partial else 0.0
+        if not node.valid:
+            node.validity = np.full(ids.size, INVALID, dtype=np.int8)
+            node.child_q = np.zeros(ids.size)
+            node.tail_q, node.tail_invalid, node.checked = 0.0, True, True
+        else:
+            node.validity = np.where(ineligible, INVALID, UNCHECKED).astype(np.int8)
+            node.child_q = np.where(ineligible, 0.0, 1.0)
+            node.tail_q = 1.0 if node.partial else 0.0
+            node.tail_invalid = not node.partial
+            if validity != "none":
+                unknown = np.flatnonzero(node.validity == UNCHECKED)
+                self._check_candidates(node, unknown, apply=validity == "apply")
+                node.checked = True
+                node.pending = validity == "defer"
+                self._settle_partial_tail(node)
+        node.evaluated = True
+        self._recompute_q(node)
+
+    def _settle_partial_tail(self, node: Node) -> None:
+        """A checked partial node whose constraint allows no token outside its candidates
+        has a tail known to be invalid: its Q is 0 (at once, or when deferred verdicts
+        apply), and no draw is ever made from it."""
+        if not node.partial or not node.valid or node.tail_invalid:
+            return
+        start = time.perf_counter()
+        allowed = np.array(self.constraint.mask(node.state), dtype=bool)[: self.vocab.size]
+        self.counters.constraint_seconds += time.perf_counter() - start
+        listed = node.candidates[node.candidates < self.vocab.size]
+        allowed[listed] = False
+        allowed &= ~self._special_or_padding
+        if not allowed.any():
+            node.tail_invalid = True
+            if not node.pending:
+                node.tail_q = 0.0
+
+    def _check_candidates(self, node: Node, indices: np.ndarray, apply: bool = True) -> None:
+        """Decide the validity of candidates `indices` (one constraint call); `apply`
+        also sets their Q (0 for the invalid ones), else the verdicts wait for
+        `apply_verdicts`."""
+        if not indices.size:
+            return
+        start = time.perf_counter()
+        verdicts = np.asarray(self.constraint.allowed(node.state, node.candidates[indices]), dtype=bool)
+        self.counters.constraint_seconds += time.perf_counter() - start
+        self.counters.constraint_checks += int(indices.size)
+        if apply:
+            self._set_validity(node, indices, verdicts)
+        else:
+            node.validity[indices] = np.where(verdicts, VALID, INVALID)
+
+    def _draw_partial_tail(self, node: Node, rng: np.random.Generator, check: bool, greedy: bool | None) -> int | None:
+        """Take one token out of a partial node's tail: P(u|x) restricted to the tail
+        (its argmax when `greedy`), from the LM with every candidate excluded.  The token
+        becomes a candidate with its exact probability (0 for an ineligible id, which is
+        then known invalid); `check` decides its validity at once.  None when the tail
+        turned out empty.  A change of Q[node] is propagated."""
+        greedy = self.greedy if greedy is None else greedy
+        q_before = node.q
+        index = self._take_from_tail(node, rng, check, greedy)
+        if node.q != q_before:  # invalid tokens found: ancestors must see it before their next draw
+            self.propagate(node)
+        return index
+
+    def _take_from_tail(self, node: Node, rng: np.random.Generator | None, check: bool, greedy: bool) -> int | None:
+        enumerable = getattr(self.lm, "can_enumerate", False)
+        if enumerable and (node.tail_draws >= TAIL_DRAWS_BEFORE_ENUMERATION or self.lm.knows_full(node.path())):
+            new = self.expand_tail(node)
+            if not new.size:
+                return None
+            if check:
+                self._check_candidates(node, new[node.validity[new] == UNCHECKED])
+            # every tail token had the same Q when the tail was drawn: P alone decides
+            weights = node.probs[new]
+            if greedy:
+                local = int(np.argmax(weights)) if weights.size and weights.max() > 0.0 else None
+            else:
+                local = self.draw(weights, rng)
+            return None if local is None else int(new[local])
+        if node.tail_draws >= MAX_TAIL_DRAWS:
+            from adaptrack_lsp.completion.lm.base import ModelError
+
+            raise ModelError(
+                f"one position needed more than {MAX_TAIL_DRAWS} tail draws from {getattr(self.lm, 'name', 'the engine')} "
+                "and the engine gives no full distribution to enumerate it (vLLM: start it with --max-logprobs -1)"
+            )
+        self.poll()
+        seed = 0 if greedy else int(rng.integers(2**31 - 1))
+        excluded = node.candidates.astype(np.int64)
+        with self._lm_call():
+            drawn = self.lm.draw_excluding(node.path(), excluded, greedy=greedy, seed=seed)
+        self.counters.tail_draws += 1
+        node.tail_draws += 1
+        if drawn is None:
+            node.tail_mass, node.tail_best, node.partial = 0.0, 0.0, False
+            self._recompute_q(node)
+            return None
+        token, logprob = int(drawn[0]), float(drawn[1])
+        if np.any(excluded == token):
+            from adaptrack_lsp.completion.lm.base import ModelError
+
+            raise ModelError(f"{getattr(self.lm, 'name', 'the engine')} returned token {token}, which was excluded")
+        probability = math.exp(logprob) if math.isfinite(logprob) else 0.0
+        node.tail_mass = max(0.0, node.tail_mass - probability)
+        node.tail_best = min(probability if greedy else node.tail_best, node.tail_mass)
+        if node.tail_mass <= 0.0:
+            node.partial = False
+        ineligible = bool(self._ineligible(np.array([token]))[0]) or probability <= 0.0
+        verdict = INVALID if (ineligible or not node.valid or node.tail_invalid) else UNCHECKED
+        index = node.candidates.size
+        node.candidates = np.append(node.candidates, np.int32(token))
+        node.raw_logprobs = np.append(node.raw_logprobs, logprob)
+        node.probs = np.append(node.probs, 0.0 if ineligible else probability)
+        node.validity = np.append(node.validity, np.int8(verdict))
+        node.child_q = np.append(node.child_q, 0.0 if verdict == INVALID else node.tail_q)
+        if check and verdict == UNCHECKED:
+            self._check_candidates(node, np.array([index]), apply=not node.pending)
+        if not node.partial:
+            node.tail_q, node.tail_invalid = 0.0, True
+        elif node.checked and verdict != INVALID:
+            self._settle_partial_tail(node)  # was it the last valid token of the tail?
+        self._recompute_q(node)
+        return index
+
+    def tail_best_weight(self, node: Node, weighting: str = "q") -> float | None:
+        """Upper bound on the weight of any single tail token (None: not a partial node;
+        its argmax never needs the tail)."""
+        if not node.partial:
+            return None
+        return node.tail_best * (1.0 if self.tail_weight(node, weighting) > 0.0 else 0.0)
+
+    def choose(
+        self,
+        node: Node,
+        rng: np.random.Generator,
+        weighting: str = "q",
+        *,
+        check: bool = True,
+        exclude: int | None = None,
+    ) -> int | None:
+        """A candidate index drawn in proportion to P(u|x)·w(u) over the whole vocabulary
+        (the argmax when greedy); None when every weight is 0.
+
+        `weighting`: "q" (w = Q[x+u]), "valid" (w = 1 for tokens known valid) or "model"
+        (w = 1).  The tail is drawn lazily (partial nodes: one LM draw per token taken
+        out of it); with `check` a drawn tail token is checked at once and an invalid one
+        redrawn, so the draw is exactly masked.  `exclude`: a candidate index given
+        weight 0 (AdapTrack's redraw without the rejected token).  Q[node] may drop
+        (invalid tail tokens found); that is propagated at once (see `change_log`)."""
+        while True:
+            weights = self.weights(node, weighting)
+            if exclude is not None:
+                weights = weights.copy()
+                weights[exclude] = 0.0
+            tail = self.tail_weight(node, weighting)
+            index = self.draw(weights, rng, tail, self.tail_best_weight(node, weighting))
+            if index != TAIL:
+                return index
+            new = self.draw_from_tail(node, rng, use_q=weighting == "q", check=check)
+            if new is None or self.greedy:
+                continue  # an empty tail has weight 0 now; greedy: take the argmax again
+            if node.probs[new] <= 0.0 or (check and node.validity[new] == INVALID):
+                continue  # masked: an invalid (or ineligible) token is drawn again
+            return new
+
     def apply_verdicts(self, node: Node) -> list[QChange]:
         """Apply a node's deferred verdicts (invalid candidates and tail get Q = 0) and
         propagate; returns the changes of the ancestors."""
@@ -347,7 +614,8 @@ class PrefixTree:
         node.pending = False
         invalid = node.validity == INVALID
         node.child_q[invalid] = 0.0
-        node.tail_q = 0.0
+        if not node.partial or node.tail_invalid:
+            node.tail_q = 0.0  # a partial node's tail stays unknown (Q = 1) unless known invalid
         self._compact(node)
         self._recompute_q(node)
         return self.propagate(node)
@@ -360,8 +628,14 @@ class PrefixTree:
         node (counted in `lm_calls` and `tail_evaluations`)."""
         if node.tail_mass <= 0.0:
             return np.zeros(0, dtype=np.int64)
+        if node.partial and not getattr(self.lm, "can_enumerate", False):
+            from adaptrack_lsp.completion.lm.base import ModelError
+
+            raise ModelError(f"{getattr(self.lm, 'name', 'the engine')} gives top-K distributions only: a tail cannot be enumerated")
         logprobs = self._ask_lm(node)
         self.counters.tail_evaluations += 1
+        was_checked = node.partial and node.valid and (node.checked or node.pending)
+        node.partial = False
         eligible = np.where(self._special_or_padding, -np.inf, self._scaled(logprobs))
         outside = np.ones(self.vocab.size, dtype=bool)
         outside[node.candidates] = False
@@ -377,15 +651,26 @@ class PrefixTree:
         node.validity = np.concatenate([node.validity, np.full(new_ids.size, verdict, dtype=np.int8)])
         node.child_q = np.concatenate([node.child_q, np.full(new_ids.size, node.tail_q)])
         node.tail_mass, node.tail_q = 0.0, 0.0
-        if verdict == UNCHECKED:
+        added = np.arange(first, node.candidates.size)
+        if was_checked and verdict == UNCHECKED:
+            # a checked top-K node keeps every verdict known: the enumerated tail is
+            # checked at once (applied, or held back with the node's deferred verdicts)
+            start = time.perf_counter()
+            allowed = np.asarray(self.constraint.mask(node.state), dtype=bool)[new_ids]
+            self.counters.constraint_seconds += time.perf_counter() - start
+            self.counters.constraint_checks += int(new_ids.size)
+            node.validity[added] = np.where(allowed, VALID, INVALID)
+            if not node.pending:
+                node.child_q[added[~allowed]] = 0.0
+        elif verdict == UNCHECKED:
             node.checked = False
         self._recompute_q(node)
-        self.propagate(node)  # only rounding: the tail's mass moved into candidates
-        return np.arange(first, node.candidates.size)
+        self.propagate(node)  # the tail's mass moved into candidates (and its invalid tokens are known)
+        return added
 
     def _compact(self, node: Node) -> None:
         """Drop invalid candidates of a fully checked node that has no children yet."""
-        if node.children or node.pending or node.candidates.size < 256:
+        if node.children or node.pending or node.partial or node.candidates.size < 256:
             return
         keep = node.validity != INVALID
         if keep.all():
@@ -409,6 +694,12 @@ class PrefixTree:
             self.apply_verdicts(node)
             return
         if node.checked:
+            return
+        if node.partial:  # the candidates are checked; the tail stays unknown (Q = 1) unless nothing in it is valid
+            self._check_candidates(node, np.flatnonzero(node.validity == UNCHECKED))
+            node.checked = True
+            self._settle_partial_tail(node)
+            self._recompute_q(node)
             return
         if node.tail_mass > 0.0 and node.tail_q > 0.0:
             self.expand_tail(node)  # the pruned tokens must be checked too
@@ -466,6 +757,10 @@ class PrefixTree:
                 break
             # every candidate checked and the rule still wants more: the pruned tail
             checked_until = node.candidates.size
+            if node.partial:  # the next most probable tail token, checked by the rule
+                if node.tail_draws >= TAIL_DRAWS_BEFORE_ENUMERATION or self._draw_partial_tail(node, None, False, True) is None:
+                    break
+                continue
             self.expand_tail(node)
         self.counters.constraint_seconds += time.perf_counter() - start
         rest = np.flatnonzero(node.validity == UNCHECKED)
@@ -548,27 +843,59 @@ class PrefixTree:
             self._recompute_q(parent)
             changes.append(QChange(parent, index, old_child, new_child, q_old, parent.q))
             child = parent
+        if self.change_log is not None:
+            self.change_log.extend(changes)
         return changes
 
     # -- sampling helpers -------------------------------------------------------------
-    def weights(self, node: Node, use_q: bool = True) -> np.ndarray:
-        """Unnormalised next-token weights: P(u|x)·Q[x+u] (or P(u|x)·valid(u))."""
-        if use_q:
+    @staticmethod
+    def _weighting(use_q: bool | str) -> str:
+        if isinstance(use_q, str):
+            if use_q not in ("q", "valid", "model"):
+                raise ValueError(f"unknown weighting {use_q!r}")
+            return use_q
+        return "q" if use_q else "valid"
+
+    def weights(self, node: Node, use_q: bool | str = True) -> np.ndarray:
+        """Unnormalised next-token weights: P(u|x)·Q[x+u] (`use_q` True or "q"),
+        P(u|x)·valid(u) (False or "valid") or P(u|x) ("model")."""
+        weighting = self._weighting(use_q)
+        if weighting == "q":
             return node.probs * node.child_q
+        if weighting == "model":
+            return node.probs
         return node.probs * (node.validity == VALID)
 
-    def tail_weight(self, node: Node, use_q: bool = True) -> float:
-        """The tail bucket's weight beside `weights(node, use_q)`."""
-        return node.tail_mass * node.tail_q if use_q else 0.0
+    def tail_weight(self, node: Node, use_q: bool | str = True) -> float:
+        """The tail bucket's weight beside `weights(node, use_q)`: its mass times its Q;
+        for "valid", a partial node's tail (validity unknown until drawn) or nothing; for
+        "model", its mass."""
+        weighting = self._weighting(use_q)
+        if weighting == "q":
+            return node.tail_mass * node.tail_q
+        if weighting == "model":
+            return node.tail_mass
+        return node.tail_mass if node.partial and node.valid and not node.tail_invalid else 0.0
 
-    def draw(self, weights: np.ndarray, rng: np.random.Generator, tail: float = 0.0) -> int | None:
+    def draw(
+        self, weights: np.ndarray, rng: np.random.Generator, tail: float = 0.0, tail_best: float | None = None
+    ) -> int | None:
         """Candidate index drawn in proportion to `weights` (argmax when greedy), `TAIL`
-        when the tail bucket of weight `tail` was drawn, None when every weight is 0."""
+        when the tail bucket of weight `tail` was drawn, None when every weight is 0.
+
+        Greedy: `tail_best` bounds the weight of any single tail token (partial nodes);
+        the tail is chosen when that bound beats the best candidate (the caller draws
+        the tail's best token and asks again).  Without it the tail is chosen only when
+        no candidate has weight."""
         if self.greedy:
+            best = -1.0
             if weights.size:
                 index = int(np.argmax(weights))
-                if weights[index] > 0.0:
-                    return index
+                best = float(weights[index])
+            if tail > 0.0 and tail_best is not None and tail_best > best:
+                return TAIL
+            if best > 0.0:
+                return index
             return TAIL if tail > 0.0 else None
         total = float(weights.sum()) if weights.size else 0.0
         if tail > 0.0 and rng.random() * (total + tail) >= total:
@@ -596,9 +923,18 @@ class PrefixTree:
             index = int(nonzero[min(np.searchsorted(nonzero, index), nonzero.size - 1)])
         return index
 
-    def draw_from_tail(self, node: Node, rng: np.random.Generator, use_q: bool = True) -> int | None:
-        """Expand the tail and draw one of its tokens in proportion to P(u|x)·Q[x+u]
-        (or P(u|x) without `use_q`)."""
+    def draw_from_tail(
+        self, node: Node, rng: np.random.Generator | None, use_q: bool = True, *, check: bool = False, greedy: bool | None = None
+    ) -> int | None:
+        """Draw one of the tail's tokens in proportion to P(u|x)·Q[x+u] (or P(u|x)
+        without `use_q`); None when the tail is empty.
+
+        A partial node takes one token out of its tail (every tail token has the same
+        Q, so P alone decides; `greedy` overrides the tree's mode, `check` decides the
+        token's validity at once; see `_draw_partial_tail`); a pruned full node is
+        expanded first."""
+        if node.partial:
+            return self._draw_partial_tail(node, rng, check, greedy)
         new = self.expand_tail(node)
         if not new.size:
             return None
@@ -638,6 +974,8 @@ class PrefixTree:
         decoder reports; `prompt_info` defaults to this tree's (a decode that built
         several trees passes the first one's)."""
         info = prompt_info if prompt_info is not None else self.prompt_info
+        if getattr(self.lm, "deadline", None) is not None:
+            self.lm.deadline = None  # the decode is over: its budget no longer bounds the LM
         status, message = decide_status(
             samples, failures, self.root.q, timed_out=timed_out, stopped=stopped, gave_up=gave_up, exhausted=exhausted
         )

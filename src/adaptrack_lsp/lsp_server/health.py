@@ -1,11 +1,14 @@
 """Whether completions work, told to the user: `adaptrack/status` and one message.
 
 A request can come back empty for reasons the user must hear about: every decode raises
-(e.g. a model that produces NaN), or the API constraint was dropped (the configured
-interpreter does not run, does not answer in time, ...).  `CompletionHealth` turns each
-request's outcome into the status (`error` while requests fail, `degraded` while
-completions are not API-constrained, `ready` again once they are fine) and shows each
-distinct problem once with `window/showMessage`.
+(e.g. a model that produces NaN), the inference server of the `server` backend cannot be
+used (down, slow, a reply that is not usable, a mismatch found at connect), or the API
+constraint was dropped (the configured interpreter does not run, does not answer in
+time, ...).  `CompletionHealth` turns each request's outcome into the status (`error`
+while requests fail, `degraded` while the engine is unavailable or completions are not
+API-constrained or not exact, `ready` again once they are fine: a server that returns
+recovers at the next request) and shows each distinct problem once with
+`window/showMessage`.
 """
 
 from __future__ import annotations
@@ -48,10 +51,21 @@ class CompletionHealth:
         self._send_status("error", message)
         self._tell_once(f"adaptrack: {message}", types.MessageType.Error)
 
-    def request_done(self, status: str, message: str, constraint_problem: str) -> None:
-        """A completion request answered (`status`/`message` from the decoder)."""
+    def engine_unavailable(self, reason: str) -> None:
+        """The model's engine (an inference server) could not answer: `reason` names the
+        fix.  Status `degraded`; the next request tries the engine again."""
+        self.state = "degraded"
+        self._send_status("degraded", reason)
+        self._tell_once(f"adaptrack: {reason}", types.MessageType.Warning)
+
+    def request_done(self, status: str, message: str, constraint_problem: str, engine_warning: str = "") -> None:
+        """A completion request answered (`status`/`message` from the decoder;
+        `engine_warning`: a standing problem of the engine, e.g. a server whose model is
+        only the top-K truncation)."""
         if status == "failed":
             self.request_failed(message or "the decoder failed")
+        elif engine_warning:
+            self.engine_unavailable(engine_warning)
         elif constraint_problem:
             self.state = "degraded"
             text = f"completions are not checked against the installed APIs: {constraint_problem}"

@@ -51,6 +51,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from adaptrack_lsp import __version__
+from adaptrack_lsp.completion.lm.base import EngineUnavailable
 from adaptrack_lsp.completion.pipeline import INDEXING, CompletionCancelled, CompletionResult
 from adaptrack_lsp.completion.request import CompletionRequest
 from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
@@ -342,6 +343,10 @@ class AdaptrackServer(LanguageServer):
                 self.call_soon(self.work_done_progress.end, token, end)
             if state == "superseded":
                 return  # the newer load reports
+            problem = service.engine_problem() if state == "ready" else ""
+            if problem:  # loaded, but its inference server cannot be used yet
+                self.health.engine_unavailable(problem)
+                return
             self.send_status("ready" if state == "ready" else "error", message)
             if state != "ready":
                 self.show_message(f"adaptrack: {message}", types.MessageType.Error)
@@ -439,6 +444,9 @@ class AdaptrackServer(LanguageServer):
             return None
         except ServiceNotReady:
             return None
+        except EngineUnavailable as error:  # the server backend's engine: degraded, retried next time
+            self.health.engine_unavailable(str(error))
+            return None
         except Exception as error:
             self.health.request_failed(f"{type(error).__name__}: {error}")
             raise
@@ -448,7 +456,7 @@ class AdaptrackServer(LanguageServer):
             return result, edit_range
         if self._status is not None and self._status[0] == "indexing" and not result.constraint.problem and self.health.state == "ready":
             self.send_status("ready", service.message)
-        self.health.request_done(result.status, result.message, result.constraint.problem)
+        self.health.request_done(result.status, result.message, result.constraint.problem, result.engine_warning)
         return result, edit_range
 
 

@@ -70,11 +70,9 @@ class AdapTrackDecoder(Decoder):
 
 
 def _choose(tree: PrefixTree, node: Node, rng: np.random.Generator, exclude: int | None = None) -> int | None:
-    weights = tree.weights(node)
-    if exclude is not None:
-        weights = weights.copy()
-        weights[exclude] = 0.0
-    return tree.draw(weights, rng)
+    """N[x] ~ P_Q(.|x) (argmax when greedy), over a top-K node's tail too (tail tokens
+    are checked when drawn, an invalid one drawn again)."""
+    return tree.choose(node, rng, "q", exclude=exclude)
 
 
 def backtrack_sample(
@@ -95,18 +93,26 @@ def backtrack_sample(
             child = tree.child(node, next_index[node])
             if child is None:  # cannot happen: N only holds valid candidates
                 raise RuntimeError("AdapTrack followed an invalid token")
+            if child.q <= 0.0:  # its subtree turned out dead since N was drawn: draw N here again
+                del next_index[node]
+                break
             node = child
         if node.leaf:
             return node
-        # evaluate s, draw N[s], update Q along the path
+        # evaluate s, draw N[s], update Q along the path; every change of Q made on the
+        # way (a draw over a top-K tail may find invalid tokens) gets its rejection step
+        changes = tree.change_log = []
         tree.check_top_p(node, top_p_validity)
-        changes = tree.propagate(node)
         if node.q > 0.0:
             index = _choose(tree, node, rng)
             if index is not None:
                 next_index[node] = index
+        tree.propagate(node)
         # rejection step at each ancestor, nearest first
-        for change in changes:
+        position = 0
+        while position < len(changes):
+            change = changes[position]
+            position += 1
             ancestor = change.node
             if next_index.get(ancestor) != change.index:
                 continue

@@ -28,8 +28,8 @@ def asap_sample(tree: PrefixTree, rng: np.random.Generator) -> Node | None:
     node = tree.root
     while not node.leaf:
         tree.check_all(node)
-        tree.propagate(node)
-        index = tree.draw(tree.weights(node), rng)
+        index = tree.choose(node, rng, "q")
+        tree.propagate(node)  # Q learned here (invalid tail tokens included) steers later samples
         if index is None:
             return None
         child = tree.child(node, index)

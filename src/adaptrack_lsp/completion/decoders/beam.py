@@ -13,12 +13,16 @@ Scores are log P(s) at temperature 1 (the request's temperature does not change 
 deterministic search).  Beam search is neither exact nor guaranteed to find
 argmax P(s | c) (see `map`), but it costs at most beam_width node evaluations per step.
 
+On a top-K node (a remote engine) the tail is drawn best token first while its best
+possible token could still enter the beam (`_extensions`).
+
 Option: `beam_width` (default max(4, num_samples)).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,13 +38,46 @@ from adaptrack_lsp.completion.decoders.base import (
     option,
 )
 from adaptrack_lsp.completion.decoders.sampling import timeout_message
-from adaptrack_lsp.completion.tree import VALID, BudgetExceeded, Node, PrefixTree
+from adaptrack_lsp.completion.tree import TAIL_DRAWS_BEFORE_ENUMERATION, VALID, BudgetExceeded, Node, PrefixTree
 
 
 @dataclass(frozen=True)
 class BeamOptions(DecoderOptions):
     #: beams kept per step (None: max(4, num_samples))
     beam_width: int | None = option(None, "int", at_least(1), nullable=True)
+
+
+def _valid_extensions(beams: list[Node]) -> list[tuple[float, int, Node, int]]:
+    extensions: list[tuple[float, int, Node, int]] = []
+    for order, node in enumerate(beams):
+        valid = np.flatnonzero((node.validity == VALID) & (node.raw_logprobs > -np.inf) & (node.probs > 0.0))
+        for index in valid:
+            extensions.append((node.logprob + float(node.raw_logprobs[index]), order, node, int(index)))
+    return extensions
+
+
+def _extensions(tree: PrefixTree, beams: list[Node], width: int) -> list[tuple[float, int, Node, int]]:
+    """Every valid one-token extension of the beams that can be among the best `width`.
+
+    A top-K beam's tail is drawn best token first (one LM call each) while its best
+    possible token could still beat the `width`-th best extension known; a tail that
+    needs more draws than the engine allows before enumeration is left out (beam search
+    is a heuristic search)."""
+    while True:
+        extensions = _valid_extensions(beams)
+        scores = sorted((e[0] for e in extensions), reverse=True)
+        threshold = scores[width - 1] if len(scores) >= width else -math.inf
+        drew = False
+        for node in beams:
+            bound = tree.tail_best_weight(node, "valid")
+            if not bound or node.logprob + math.log(bound) <= threshold:
+                continue
+            if node.tail_draws >= TAIL_DRAWS_BEFORE_ENUMERATION and not getattr(tree.lm, "can_enumerate", False):
+                continue
+            tree.draw_from_tail(node, None, check=True, greedy=True)
+            drew = True
+        if not drew:
+            return extensions
 
 
 class BeamDecoder(Decoder):
@@ -61,14 +98,10 @@ class BeamDecoder(Decoder):
         timed_out = False
         try:
             while beams:
-                extensions: list[tuple[float, int, Node, int]] = []
-                for order, node in enumerate(beams):
+                for node in beams:
                     tree.check_all(node)
                     tree.propagate(node)
-                    valid = np.flatnonzero((node.validity == VALID) & (node.raw_logprobs > -np.inf))
-                    for index in valid:
-                        score = node.logprob + float(node.raw_logprobs[index])
-                        extensions.append((score, order, node, int(index)))
+                extensions = _extensions(tree, beams, width)
                 best = heapq.nlargest(width, extensions, key=lambda e: (e[0], -e[1], -e[3]))
                 beams = []
                 for _score, _order, node, index in best:

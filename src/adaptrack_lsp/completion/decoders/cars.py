@@ -23,7 +23,10 @@ teaches W afterwards (the update strategy):
   the walk into greedy masking (GCD) with restarts, which is distorted.
 
 No valid token is ever dropped: the tokens pruned at a node's first evaluation form a
-tail bucket with Q = 1, and drawing it asks the model for that node again.
+tail bucket with Q = 1, and drawing it asks the model for that node again.  On a top-K
+node (a remote engine) drawing the tail asks the engine for one token with the known
+ones excluded (an exact draw from the tail); an invalid one restarts the attempt like
+any invalid draw, so the samplers stay exact against the engine's distribution.
 
 Q is also propagated for `rs` and `rsft` (without steering their proposal), so that
 Q[root] = 0 proves "no valid completion" and sampling stops instead of looping.
@@ -74,11 +77,15 @@ class Strategy:
             tree.propagate(node)
         return True
 
+    def weighting(self, node: Node) -> str:
+        """The proposal at `node` as a `PrefixTree.weights` weighting: "q" (steered),
+        "model" (P), "valid" (P masked by validity)."""
+        return "q" if self.steer else "model"
+
     def weights(self, tree: PrefixTree, node: Node) -> tuple[np.ndarray, float]:
         """The proposal at `node`: weights of its candidates and of its tail."""
-        if self.steer:
-            return tree.weights(node), tree.tail_weight(node)
-        return node.probs, node.tail_mass if node.valid else 0.0
+        weighting = self.weighting(node)
+        return tree.weights(node, weighting), tree.tail_weight(node, weighting)
 
     def after_attempt(self, tree: PrefixTree, visited: list[Node]) -> None:
         """What the attempt teaches W, once it is over."""
@@ -106,10 +113,10 @@ class FirstTokenRejectionSampling(Strategy):
             return True
         return super().prepare(tree, node, rng)
 
-    def weights(self, tree, node):
-        if node.parent is None:
-            return tree.weights(node, use_q=False), 0.0  # valid first tokens only
-        return super().weights(tree, node)
+    def weighting(self, node):
+        # valid first tokens only (a top-K root's tail, validity unknown, is drawn and
+        # an invalid first token restarts the attempt: still exact)
+        return "valid" if node.parent is None else super().weighting(node)
 
 
 class ConstrainedAdaptiveRejectionSampling(Strategy):
@@ -154,9 +161,8 @@ class Proposal:
 
     def draw(self, node: Node, rng: np.random.Generator) -> int | None:
         """A candidate index, `TAIL`, or None when every weight is 0."""
-        if self.tree.greedy:
-            weights, tail = self.strategy.weights(self.tree, node)
-            return self.tree.draw(weights, rng, tail)
+        if self.tree.greedy:  # the argmax over the whole vocabulary (a top-K tail included)
+            return self.tree.choose(node, rng, self.strategy.weighting(node), check=False)
         cached = self._cache.get(node)
         if cached is None or cached[0] != node.q or cached[1] is not node.probs:
             weights, tail = self.strategy.weights(self.tree, node)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +36,7 @@ from adaptrack_lsp.completion.decoders.base import (
     option,
 )
 from adaptrack_lsp.completion.decoders.sampling import timeout_message
-from adaptrack_lsp.completion.tree import VALID, BudgetExceeded, Node, PrefixTree
+from adaptrack_lsp.completion.tree import TAIL_DRAWS_BEFORE_ENUMERATION, VALID, BudgetExceeded, Node, PrefixTree
 
 DEFAULT_NODE_BUDGET = 1000
 
@@ -63,16 +64,31 @@ class MAPDecoder(Decoder):
         # best child not yet popped is in the frontier; popping it pushes the next one
         # (siblings come in descending probability, so the order stays best-first).
         frontier: list[tuple[float, int, Node, int]] = []
-        ranked: dict[int, np.ndarray] = {}  # id(node) -> valid candidate indices, most probable first
+        ranked: dict[int, list[int]] = {}  # id(node) -> valid candidate indices, most probable first
         if tree.root.valid:
             frontier.append((-0.0, next(tiebreak), tree.root, -1))
 
         def push(parent: Node, rank: int) -> None:
             order = ranked[id(parent)]
-            if rank < order.size:
+            if rank < len(order):
                 candidate = int(order[rank])
                 score = parent.logprob + float(parent.raw_logprobs[candidate])
                 heapq.heappush(frontier, (-score, next(tiebreak), parent, rank))
+                return
+            # a top-K node's tail: an entry at the bound of its best token (drawn when popped)
+            bound = tree.tail_best_weight(parent, "valid")
+            if bound and (parent.tail_draws < TAIL_DRAWS_BEFORE_ENUMERATION or getattr(tree.lm, "can_enumerate", False)):
+                heapq.heappush(frontier, (-(parent.logprob + math.log(bound)), next(tiebreak), parent, rank))
+
+        def draw_tail(parent: Node) -> None:
+            """The best token of `parent`'s tail joins its ranked valid children (it is
+            no more probable than any of them)."""
+            before = parent.candidates.size
+            tree.draw_from_tail(parent, None, check=True, greedy=True)
+            new = np.arange(before, parent.candidates.size)
+            valid = new[(parent.validity[new] == VALID) & (parent.probs[new] > 0.0)]
+            order = valid[np.argsort(-parent.raw_logprobs[valid], kind="stable")]
+            ranked[id(parent)].extend(int(i) for i in order)
         found: list[Node] = []
         cut: list[Node] = []
         open_prefix: Node | None = None
@@ -82,6 +98,14 @@ class MAPDecoder(Decoder):
         try:
             while frontier and len(found) < num_samples:
                 _, _, parent, rank = heapq.heappop(frontier)
+                if rank >= len(ranked.get(id(parent), ())):  # a tail entry: draw its best token
+                    if expanded >= node_budget:
+                        stop_reason = f"node budget of {node_budget} evaluations exhausted"
+                        break
+                    draw_tail(parent)
+                    expanded += 1
+                    push(parent, rank)
+                    continue
                 if rank >= 0:
                     push(parent, rank + 1)
                 node = parent if rank < 0 else tree.child(parent, int(ranked[id(parent)][rank]))
@@ -100,15 +124,16 @@ class MAPDecoder(Decoder):
                 tree.check_all(node)
                 tree.propagate(node)
                 expanded += 1
-                valid = np.flatnonzero(node.validity == VALID)
-                ranked[id(node)] = valid[np.argsort(-node.raw_logprobs[valid], kind="stable")]
+                valid = np.flatnonzero((node.validity == VALID) & (node.probs > 0.0))
+                ranked[id(node)] = [int(i) for i in valid[np.argsort(-node.raw_logprobs[valid], kind="stable")]]
                 push(node, 0)
         except BudgetExceeded:
             stop_reason = timeout_message(request)
             timed_out = True
             if frontier:
                 _, _, parent, rank = frontier[0]
-                open_prefix = parent if rank < 0 else parent.children.get(int(ranked[id(parent)][rank]), parent)
+                order = ranked.get(id(parent), [])
+                open_prefix = parent if not 0 <= rank < len(order) else parent.children.get(int(order[rank]), parent)
 
         samples = [tree.sample_of(node) for node in found]
         stopped = stop_reason if len(found) < num_samples else ""

@@ -2,14 +2,15 @@
 
 GCD masks invalid tokens and renormalises at each step; it cannot backtrack, so a dead
 end (a valid prefix with no valid continuation the model gives mass to) fails the
-sample, and its samples follow a distorted P(s|c) (adaptrack.txt §3.2).
+sample, and its samples follow a distorted P(s|c) (adaptrack.txt §3.2).  On a top-K node
+(a remote engine) the mask is still exact: tail tokens are drawn one at a time and an
+invalid one is drawn again (`PrefixTree.choose`).
 """
 
 from __future__ import annotations
 
 from adaptrack_lsp.completion.decoders.base import Decoder, DecodeRequest, DecodeResult, SharedOptions
 from adaptrack_lsp.completion.decoders.sampling import run_samples
-from adaptrack_lsp.completion.tree import TAIL
 
 
 class UnconstrainedDecoder(Decoder):
@@ -24,9 +25,7 @@ class UnconstrainedDecoder(Decoder):
             node = tree.root
             while not node.leaf:
                 tree.evaluate(node)
-                index = tree.draw(node.probs, rng, tail=node.tail_mass)
-                if index == TAIL:
-                    index = tree.draw_from_tail(node, rng, use_q=False)
+                index = tree.choose(node, rng, "model", check=False)
                 if index is None:
                     return None
                 node = tree.child(node, index, require_valid=False)
@@ -47,7 +46,7 @@ class ConstrainedDecoder(Decoder):
             node = tree.root
             while not node.leaf:
                 tree.check_all(node)
-                index = tree.draw(tree.weights(node, use_q=False), rng)
+                index = tree.choose(node, rng, "valid")  # a top-K node's tail: drawn until valid
                 if index is None:
                     return None  # dead end: GCD cannot backtrack
                 node = tree.child(node, index)

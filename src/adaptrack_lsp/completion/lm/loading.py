@@ -20,6 +20,7 @@ from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError
 BACKENDS: dict[str, str] = {
     "transformers": "adaptrack_lsp.completion.lm.loading:load_from_settings",
     "llamacpp": "adaptrack_lsp.completion.lm.llamacpp:load_from_settings",
+    "server": "adaptrack_lsp.completion.lm.server:load_from_settings",
 }
 
 
@@ -39,7 +40,11 @@ def load_for_settings(settings) -> LanguageModel:
     if target is None:
         raise ModelError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     module_name, function = target.split(":")
-    return getattr(importlib.import_module(module_name), function)(settings)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ModelError(f"the {backend} backend is not available: {error}") from error
+    return getattr(module, function)(settings)
 
 
 def load_from_settings(settings) -> LanguageModel:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PromptInfo
+from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PartialLanguageModel, PromptInfo, TopK
 from adaptrack_lsp.completion.vocab import Vocabulary
 
 Conditional = Callable[[tuple[int, ...]], Sequence[float]]
@@ -86,3 +86,66 @@ class TabularLM(LanguageModel):
             else:
                 raise ValueError(f"cannot tokenize {text[position:]!r} with this vocabulary")
         return ids
+
+
+class TopKTabularLM(PartialLanguageModel):
+    """An exact `TabularLM` seen the way a remote engine shows a model: per node only the
+    `k` most probable tokens with their log-probabilities and the tail's mass, plus
+    draws of one token with some ids excluded (`draw_excluding`).  The reference for the
+    exactness of the decoders on top-K nodes: the samples must follow the same P(s | c)
+    as on the full table.
+
+    `can_exclude=False` makes it an engine that cannot exclude tokens (its model is the
+    top-K truncation); `can_enumerate=True` also gives full distributions.
+    """
+
+    name = "tabular-top-k"
+
+    def __init__(self, inner: TabularLM, k: int, *, can_exclude: bool = True, can_enumerate: bool = False):
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        self.inner = inner
+        self.vocab = inner.vocab
+        self.k = int(k)
+        self.can_exclude = can_exclude
+        self.can_enumerate = can_enumerate
+        self.tokens_fed = 0
+        self.top_calls = 0
+        self.draw_calls = 0
+
+    def set_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key=None) -> PromptInfo:
+        info = self.inner.set_prompt(prompt_ids, max_new_tokens, cache_key)
+        self.tokens_fed = self.inner.tokens_fed
+        return info
+
+    def _probs(self, path: Sequence[int]) -> np.ndarray:
+        self.tokens_fed += 1 if len(path) else 0
+        return self.inner.probs(path)
+
+    def next_top(self, path: Sequence[int], *, greedy: bool = True, seed: int | None = None) -> TopK:
+        self.top_calls += 1
+        probs = self._probs(path)
+        positive = np.flatnonzero(probs > 0.0)
+        order = positive[np.argsort(-probs[positive], kind="stable")][: self.k]
+        exhaustive = order.size == positive.size
+        return TopK.of(order, np.log(probs[order]), exhaustive=exhaustive, truncate=not self.can_exclude)
+
+    def draw_excluding(self, path: Sequence[int], excluded: Sequence[int], *, greedy: bool, seed: int):
+        if not self.can_exclude:
+            raise ModelError("this engine cannot exclude tokens")
+        self.draw_calls += 1
+        probs = self._probs(path).copy()
+        probs[np.asarray(excluded, dtype=np.int64)] = 0.0
+        if not probs.sum() > 0.0:
+            return None
+        if greedy:
+            token = int(np.argmax(probs))
+        else:
+            token = int(np.random.default_rng(seed).choice(probs.size, p=probs / probs.sum()))
+        return token, float(np.log(self.inner.probs(path)[token]))
+
+    def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
+        if not self.can_enumerate:
+            raise ModelError("this engine gives top-K distributions only")
+        with np.errstate(divide="ignore"):
+            return np.log(self._probs(path))

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 
-import { buildServerLaunch, describeLaunch, FALLBACK_INTERPRETER, NEUTRAL_CWD, resolveInterpreter } from '../../server';
+import { apiKeyEnvironment, buildServerLaunch, describeLaunch, FALLBACK_INTERPRETER, NEUTRAL_CWD, resolveInterpreter } from '../../server';
 import * as fs from 'node:fs';
 
 test('the serverInterpreter setting wins over the Python extension', () => {
@@ -78,4 +78,18 @@ test('the working directory holds no Python module that `python -m` could import
   assert.notEqual(launch.cwd, '/w');
   const pythonFiles = fs.readdirSync(launch.cwd as string).filter((name) => name.endsWith('.py') || name.endsWith('.pth'));
   assert.deepEqual(pythonFiles, []);
+});
+
+test('an API key from secret storage reaches the server in the named variable and never the launch line', () => {
+  const key = 'sk-test-5c1d';
+  const launch = buildServerLaunch({
+    serverInterpreter: '/opt/venv/bin/python',
+    serverArgs: ['-v'],
+    env: { PATH: '/usr/bin' },
+    secretEnv: apiKeyEnvironment('TEAM_LLM_KEY', key),
+  });
+  assert.equal(launch.env.TEAM_LLM_KEY, key);
+  assert.ok(!describeLaunch(launch).includes(key));
+  assert.deepEqual(apiKeyEnvironment('TEAM_LLM_KEY', undefined), {});
+  assert.deepEqual(apiKeyEnvironment('not a name', key), {});
 });

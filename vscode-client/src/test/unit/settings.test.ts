@@ -41,6 +41,14 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     timeoutMs: 3000,
     multiline: false,
     trustRemoteCode: false,
+    backend: 'auto',
+    endpoint: '',
+    tokenizer: '',
+    serverModel: '',
+    apiKeyEnv: 'ADAPTRACK_API_KEY',
+    serverTopLogprobs: 20,
+    serverLookahead: 32,
+    serverTimeoutMs: 10000,
     trustedWorkspace: false,
   });
 });
@@ -81,15 +89,11 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  assert.deepEqual(options, {
-    ...values,
-    kvCache: 'auto',
-    threads: null,
-    gpuLayers: null,
-    pythonPath: null,
-    apiSnapshot: null,
-    trustedWorkspace: false,
-  });
+  const engine = {
+    backend: 'auto', endpoint: '', tokenizer: '', serverModel: '', apiKeyEnv: 'ADAPTRACK_API_KEY',
+    serverTopLogprobs: 20, serverLookahead: 32, serverTimeoutMs: 10000,
+  };
+  assert.deepEqual(options, { ...values, kvCache: 'auto', threads: null, gpuLayers: null, pythonPath: null, apiSnapshot: null, ...engine, trustedWorkspace: false });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
@@ -133,6 +137,7 @@ test('reactionToChange: restart for launch settings, notify for server settings,
   assert.equal(reactionToChange(base, { ...base, temperature: 1 }), 'notify');
   assert.equal(reactionToChange(base, { ...base, serverInterpreter: '/x/python' }), 'restart');
   assert.equal(reactionToChange(base, { ...base, serverArgs: ['-v'] }), 'restart');
+  assert.equal(reactionToChange(base, { ...base, apiKeyEnv: 'TEAM_LLM_KEY' }), 'restart');
   assert.equal(reactionToChange(base, { ...base, enable: false }), 'stop');
   const disabled = { ...base, enable: false };
   assert.equal(reactionToChange(disabled, { ...disabled, enable: true }), 'start');
