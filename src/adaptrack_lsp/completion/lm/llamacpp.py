@@ -609,7 +609,10 @@ class LlamaCppLanguageModel(LanguageModel):
             part = tokens[begin : begin + engine.batch_tokens]
             last = begin + len(part) == len(tokens)
             entries = [(t, start + begin + i, self.PROMPT_SEQ, last and i == len(part) - 1) for i, t in enumerate(part)]
-            self._decode(entries)
+            try:
+                self._decode(entries)
+            except _KVFull:
+                raise ModelError(f"the KV cache ({self.engine.kv_cells} cells) cannot hold the prompt; raise the context length") from None
             slot.ids.extend(part)
             if last:
                 logits = engine.logits(len(part) - 1)
