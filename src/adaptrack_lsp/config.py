@@ -72,7 +72,7 @@ def is_hub_id(name: str) -> bool:
     A hub id is always a hub id: a folder of the same name in the working directory is
     never loaded in its place.  Local folders are written as paths: absolute, ``~/...``,
     or explicitly relative (``./models/m``)."""
-    return bool(_HUB_ID.match(name)) and not name.startswith(".") and name not in BUILTIN_MODELS
+    return bool(_HUB_ID.match(name)) and not name.startswith(".") and name not in BUILTIN_MODELS and not name.lower().endswith(".gguf")
 
 
 def model_argument(value: str) -> str:
@@ -207,6 +207,12 @@ class Settings:
     dtype: str = _validated("auto", _dtype)
     #: auto = static buffers with CUDA graphs on CUDA, the dynamic cache elsewhere
     kv_cache: str = _validated("auto", _kv_cache)
+    #: CPU threads for the model (llama.cpp; transformers on the CPU); None = automatic
+    #: (one for small models, else half the cores)
+    threads: int | None = _validated(None, _optional_at_least(1))
+    #: llama.cpp: layers offloaded to the GPU; None = all when llama.cpp was built with a
+    #: GPU backend (CUDA, Metal, Vulkan), else none; 0 = CPU only
+    gpu_layers: int | None = _validated(None, _optional_at_least(0))
     #: ghost text (inline completion): any name of `DECODER_NAMES`
     decoder: str = _validated("adaptrack", _decoder)
     #: completion lists: `exact` samples P(s | c) exactly, per sample
@@ -259,7 +265,7 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     #: fields whose change needs the model to be loaded again
-    MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "trust_remote_code")
+    MODEL_FIELDS = ("model", "device", "dtype", "kv_cache", "threads", "gpu_layers", "trust_remote_code")
     #: the engine's fields (backend, inference server) need a load too
     MODEL_FIELDS += (
         "backend",

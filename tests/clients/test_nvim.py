@@ -568,7 +568,7 @@ def test_bad_options_fail_with_a_message_naming_them(editor):
 
 # -- slow test against the real server -------------------------------------------------------
 async def _server_answer(
-    workspace: Path, source: Path, text: str, line: int, character: int
+    workspace: Path, source: Path, text: str, line: int, character: int, settings: dict = REAL_SETTINGS
 ) -> str:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
@@ -587,7 +587,7 @@ async def _server_answer(
             types.InitializeParams(
                 capabilities=types.ClientCapabilities(),
                 root_uri=workspace.as_uri(),
-                initialization_options=REAL_SETTINGS,
+                initialization_options=settings,
             )
         )
         client.initialized(types.InitializedParams())
@@ -631,30 +631,56 @@ async def _server_answer(
         await client.stop()
 
 
-@pytest.fixture(scope="module")
-def real_answer(tmp_path_factory, builtin_model):
+def _llamacpp_settings() -> dict:
+    """The real server on the llamacpp backend: the tiny model written as GGUF."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (`.ci/install-llama-cpp` builds it)")
+    from adaptrack_lsp.completion.lm.llamacpp import tiny_gguf_path
+
+    return {**REAL_SETTINGS, "model": str(tiny_gguf_path()), "backend": "llamacpp", "threads": 1}
+
+
+def _answer(tmp_path_factory, settings: dict) -> str:
     """The real server's greedy answer after `np.`, asked once by a direct LSP client."""
     workspace = tmp_path_factory.mktemp("direct")
     source = workspace / "example.py"
     source.write_text("import numpy as np\n\nvalues = np\n")
     typed = "import numpy as np\n\nvalues = np.\n"
-    answer = asyncio.run(_server_answer(workspace, source, typed, 2, len("values = np.")))
+    answer = asyncio.run(_server_answer(workspace, source, typed, 2, len("values = np."), settings))
     assert answer.strip(), f"empty answer {answer!r}"
     return answer
+
+
+@pytest.fixture(scope="module")
+def real_answer(tmp_path_factory, builtin_model):
+    return _answer(tmp_path_factory, REAL_SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def llamacpp_answer(tmp_path_factory):
+    return _answer(tmp_path_factory, _llamacpp_settings())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("editor", MATRIX)
 def test_ghost_text_equals_the_real_server_answer(tmp_path, editor, real_answer):
+    _ghost_text_equals(tmp_path, editor, real_answer, REAL_SETTINGS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editor", VERSIONS)
+def test_ghost_text_from_a_gguf_on_llama_cpp_equals_the_server_answer(tmp_path, editor, llamacpp_answer):
+    _ghost_text_equals(tmp_path, editor, llamacpp_answer, _llamacpp_settings())
+
+
+def _ghost_text_equals(tmp_path, editor, answer: str, settings: dict) -> None:
     nvim_path, ghost_path = editor
-    answer = real_answer
     source = tmp_path / "example.py"
     source.write_text("import numpy as np\n\nvalues = np\n")
     nvim = start_nvim(
         tmp_path,
         {
             "python": sys.executable,
-            "settings": REAL_SETTINGS,
+            "settings": settings,
             "ghost_text": {"debounce_ms": 50},
         },
         nvim_path,

@@ -15,6 +15,8 @@ def test_defaults_match_the_protocol_contract():
         "device": "auto",
         "dtype": "auto",
         "kvCache": "auto",
+        "threads": None,
+        "gpuLayers": None,
         "decoder": "adaptrack",
         "listDecoder": "exact",
         "temperature": 0.0,
@@ -41,6 +43,17 @@ def test_defaults_match_the_protocol_contract():
         "trustedWorkspace": False,
     }
     assert DEFAULT_MODEL == "builtin"  # offline: built on this machine at first use
+
+
+def test_engine_thread_and_gpu_layer_settings_are_checked():
+    parsed, problems = parse_settings({"threads": 4, "gpuLayers": 0})
+    assert (parsed.threads, parsed.gpu_layers) == (4, 0) and not problems
+    assert {"threads", "gpu_layers"} <= set(Settings.MODEL_FIELDS)  # a change loads the model again
+    parsed, problems = parse_settings({"threads": 0, "gpuLayers": -1})
+    assert parsed.threads is None and parsed.gpu_layers is None
+    assert len(problems) == 2 and "threads" in problems[0] and "gpuLayers" in problems[1]
+    assert parse_settings({"threads": 2}, Settings(threads=8))[0].threads == 2
+    assert parse_settings({"threads": None}, Settings(threads=8))[0].threads is None  # null: the default
 
 
 def test_kv_cache_setting_is_checked():

@@ -22,6 +22,8 @@ export interface ServerSettings {
   device: Device;
   dtype: Dtype;
   kvCache: KvCache;
+  threads: number | null;
+  gpuLayers: number | null;
   decoder: string;
   listDecoder: string;
   temperature: number;
@@ -62,6 +64,8 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   device: 'auto',
   dtype: 'auto',
   kvCache: 'auto',
+  threads: null,
+  gpuLayers: null,
   decoder: 'adaptrack',
   listDecoder: 'exact',
   temperature: 0,

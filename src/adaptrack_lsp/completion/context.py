@@ -224,13 +224,16 @@ class PromptBuilder:
 
     @classmethod
     def for_model(cls, lm, max_prompt_tokens: int | None = None, max_new_tokens: int = 48, heal: bool = True):
-        """A builder for a `LanguageModel` (uses `lm.tokenizer` for FIM/BOS when it has one)."""
+        """A builder for a `LanguageModel`: FIM and BOS ids from the model when it states
+        them (`lm.fim_format`, `lm.bos_ids`: a GGUF's own metadata), else from `lm.tokenizer`."""
         tokenizer = getattr(lm, "tokenizer", None)
+        fim = getattr(lm, "fim_format", None)
+        bos_ids = getattr(lm, "bos_ids", None)
         return cls(
             vocab=lm.vocab,
             encode=lm.encode,
-            fim=detect_fim(tokenizer),
-            bos_ids=tuple(detect_bos(tokenizer)),
+            fim=fim if fim is not None else detect_fim(tokenizer),
+            bos_ids=tuple(bos_ids if bos_ids is not None else detect_bos(tokenizer)),
             max_prompt_tokens=prompt_budget(lm, max_new_tokens, max_prompt_tokens),
             heal=heal,
         )

@@ -517,6 +517,8 @@ def resolve_model_source(name_or_path: str, relative_to: str | os.PathLike | Non
         path = Path(relative_to).expanduser() / path
     if not path.exists():
         raise ModelError(f"model path {str(path)!r} does not exist; {OFFLINE_FIX}")
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        raise ModelError(f"{path} is a GGUF file: it runs on the llamacpp backend (setting backend \"llamacpp\", `--backend llamacpp`)")
     if not path.is_dir() or not (path / "config.json").is_file():
         raise ModelError(f"{path} is not a model folder (it has no config.json)")
     return str(path), True

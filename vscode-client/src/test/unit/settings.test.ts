@@ -26,6 +26,8 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     device: 'auto',
     dtype: 'auto',
     kvCache: 'auto',
+    threads: null,
+    gpuLayers: null,
     decoder: 'adaptrack',
     listDecoder: 'exact',
     temperature: 0,
@@ -90,22 +92,11 @@ test('user values pass through unchanged, camelCase', () => {
     trustRemoteCode: true,
   };
   const options = toInitializationOptions(readSettings(config(values)));
-  assert.deepEqual(options, {
-    ...values,
-    kvCache: 'auto',
-    pythonPath: null,
-    apiSnapshot: null,
-    keywordArguments: true,
-    backend: 'auto',
-    endpoint: '',
-    tokenizer: '',
-    serverModel: '',
-    apiKeyEnv: 'ADAPTRACK_API_KEY',
-    serverTopLogprobs: 20,
-    serverLookahead: 32,
-    serverTimeoutMs: 10000,
-    trustedWorkspace: false,
-  });
+  const engine = {
+    backend: 'auto', endpoint: '', tokenizer: '', serverModel: '', apiKeyEnv: 'ADAPTRACK_API_KEY',
+    serverTopLogprobs: 20, serverLookahead: 32, serverTimeoutMs: 10000,
+  };
+  assert.deepEqual(options, { ...values, kvCache: 'auto', threads: null, gpuLayers: null, pythonPath: null, apiSnapshot: null, keywordArguments: true, ...engine, trustedWorkspace: false });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
