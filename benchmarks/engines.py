@@ -270,14 +270,17 @@ def transformers_own_ms(model, prompt_ids, new_tokens: int) -> float:
     argmax: what ``generate`` runs), prompt evaluated first."""
     import torch
 
+    from adaptrack_lsp.completion.lm.hf import cache_keyword, returned_cache
+
     device = next(model.parameters()).device
+    keyword = cache_keyword(model)
     with torch.inference_mode():
         output = model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True, logits_to_keep=1)
-        cache, token = output.past_key_values, int(output.logits[0, -1].argmax())  # .item() waits for the GPU
+        cache, token = returned_cache(output), int(output.logits[0, -1].argmax())  # .item() waits for the GPU
         begin = time.perf_counter()
         for _ in range(new_tokens):
-            output = model(input_ids=torch.tensor([[token]], device=device), past_key_values=cache, use_cache=True)
-            cache, token = output.past_key_values, int(output.logits[0, -1].argmax())
+            output = model(input_ids=torch.tensor([[token]], device=device), use_cache=True, **{keyword: cache})
+            cache, token = returned_cache(output), int(output.logits[0, -1].argmax())
         return 1e3 * (time.perf_counter() - begin) / new_tokens
 
 
