@@ -345,7 +345,12 @@ def test_exact_samplers_are_exact_per_request_over_the_openai_protocol(problem, 
     """One sample per request, a fresh prefix tree each (as ghost-text requests).  `ars`
     learns one invalid token per restart, so on a fresh tree over this random model
     (the lines hold ~1% of the root's mass) a sample takes a hundred restarts or more:
-    fewer samples, still enough to reject GCD's distribution."""
+    fewer samples, still enough to reject GCD's distribution.  On llama-server only: its
+    calls to the backend are those of `exact` and `cars`, and vLLM's engine loop slows it
+    a further 2x on this 2-core machine (benchmarks/server_openai_exactness.py --server
+    vllm runs it there)."""
+    if decoder == "ars" and problem.lm.software == "vllm":
+        pytest.skip("ars per request over vLLM: benchmarks/server_openai_exactness.py --server vllm (minutes)")
     result = problem.decode(decoder, samples, seed=41, share_estimates=False)
     found = counts(problem, result)
     assert sum(found.values()) == samples

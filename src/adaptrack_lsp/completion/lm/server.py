@@ -8,6 +8,12 @@ a tail by asking for ONE token with the known ids excluded (``logit_bias``), whi
 exact draw from the tail, so the exact samplers stay exact against the server's own
 distribution (docs/engines.md, "Exactness on servers").
 
+Two protocols (`ServerOptions.dialect`): llama-server is used through its own
+``/completion`` endpoint, which returns every generated token id; every other server
+through the OpenAI ``/v1/completions`` (``dialect="openai"`` uses it on llama-server
+too: that is how the tests run the OpenAI protocol against a real server).  Tested
+against llama-server (both protocols) and vLLM's CPU build; SGLang and Ollama are not.
+
 What this module owns:
 
 - **the connection and its checks** (`connect`, on first use and again after any
@@ -16,9 +22,11 @@ What this module owns:
   the tokenizer matches the server's (``/tokenize`` where offered, else the bytes of the
   ids in a reply); log-probabilities come back, with token ids, for as many tokens as
   asked; they are the raw distribution (the same at two temperatures: no sampler or
-  temperature applied); ``logit_bias`` excludes a token (else the model is the top-K
-  truncation and `warning` says so) and whether the excluded draw's log-probability is
-  raw or renormalised.
+  temperature applied, and unchanged by ``logit_bias``); ``logit_bias`` excludes a token
+  (else the model is the top-K truncation and `warning` says so) and whether the
+  excluded draw's log-probability is raw or renormalised; whether a full distribution
+  can be asked for (llama-server: its vocabulary size; vLLM: started with
+  ``--max-logprobs -1``, one probe).
 - **requests**: every sampler neutral on every request (llama-server's defaults are
   top_k 40, top_p 0.95, min_p 0.05, ...), token-id prompts, the API key from the
   environment variable the settings name (never logged), TLS verified against the
@@ -30,6 +38,16 @@ What this module owns:
   for greedy decoding, a seeded sample otherwise) is filled by that one request; a new
   request is needed only where the decoder leaves that path.  `server_calls` counts
   requests.
+- **positions left out**: llama-server gives no log-probabilities for a token after
+  which the text ends inside a UTF-8 character.  On its own endpoint the token ids still
+  come back and the positions are aligned by replaying its rule.  An OpenAI reply gives
+  ids and bytes per entry: an entry whose bytes are more than its token's carries the
+  bytes of positions left out before it, so a reply is used only up to the first such
+  gap (`Reply`) and no distribution is ever cached at a shifted node; once a server has
+  shown it leaves positions out, continuations computed ahead avoid such tokens.  A tail
+  draw whose token was left out (its id unknown) is completed from the full
+  distribution: the server's draw fell among the tail's tokens that end inside a
+  character, and one of them drawn from P restricted to them is an exact draw.
 
 Every failure is an `EngineUnavailable` whose message names the fix; the language
 server shows it as status ``degraded`` and tries again on the next request.
