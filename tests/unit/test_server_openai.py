@@ -363,3 +363,34 @@ def test_greedy_masking_follows_its_own_distribution_and_fails_p_s_given_c(probl
     found = counts(problem, problem.decode("constrained", 1000, seed=5, share_estimates=False))
     assert chi_square(found, problem.gcd).p_value > ALPHA
     assert chi_square(found, problem.exact).p_value < REJECT_BELOW
+
+
+# -- servers that give less ----------------------------------------------------------------------------------
+def test_a_server_without_token_bytes_never_misplaces_a_distribution(llama_server):  # noqa: F811
+    """A reply whose entries carry ids only: a position left out cannot be placed, so
+    nothing of such a reply is cached; decoding still follows the engine's argmax path
+    and every cached node is right."""
+    from llama_server_support import fault_proxy
+
+    witness = connect(llama_server.url, dialect="auto")
+    with fault_proxy(llama_server.url) as proxy:
+        proxy.fault("no_bytes")
+        lm = connect(proxy.url)
+        for prompt in (INSIDE_A_CHARACTER, GAP_LATER):
+            result = greedy(lm, prompt, 16)
+            assert result.samples[0].token_ids == greedy(witness, prompt, 16).samples[0].token_ids
+            witness.set_prompt(lm.encode(prompt), 16)
+            _assert_every_cached_node_is_its_own(lm, witness)
+
+
+def test_a_server_whose_top_lists_follow_logit_bias_is_refused(llama_server):  # noqa: F811
+    """Continuations computed ahead ban ids through logit_bias, so the lists must stay
+    raw under it; a server that drops banned ids from them is refused at connect."""
+    from llama_server_support import fault_proxy
+
+    with fault_proxy(llama_server.url) as proxy:
+        proxy.fault("biased_lists")
+        lm = load_from_settings(Settings(model="tiny", backend="server", endpoint=proxy.url), dialect="openai")
+        assert not lm.connected and "after applying logit_bias" in lm.connect_error and "raw_logprobs" in lm.connect_error
+        proxy.fault("none")
+        assert greedy(lm, PLAIN, 4).samples and lm.connected
