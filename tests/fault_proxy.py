@@ -12,6 +12,10 @@ process, started by `llama_server_support.FaultProxy`).
 - ``slow``: wait `seconds` before forwarding;
 - ``no_logprobs``: the upstream reply with every choice's ``logprobs`` set to null;
 - ``ignore_bias``: the request forwarded without its ``logit_bias``;
+- ``no_bytes``: the upstream OpenAI reply without the ``bytes`` of its entries (a server
+  that gives ids only, so a position it left out cannot be placed);
+- ``biased_lists``: every id the request's ``logit_bias`` names removed from the top lists
+  of the reply (a server that reports log-probabilities after applying logit_bias);
 - ``huge``: HTTP 200 with a body of `bytes` bytes (JSON padded with spaces);
 - ``not_openai``: every path (``/v1/models`` too) answered 404 with an HTML page, as a
   web server that is not an inference server would;
@@ -114,6 +118,15 @@ class Handler(BaseHTTPRequestHandler):
                 choice["logprobs"] = None
             data.pop("completion_probabilities", None)  # llama-server's own endpoint
             self._send(status, json.dumps(data).encode())
+        elif mode in ("no_bytes", "biased_lists"):
+            request = json.loads(body)
+            asked = dict(request)
+            if mode == "biased_lists":  # ask for more, so that the list stays as long without the biased ids
+                for key in ("logprobs", "n_probs"):
+                    if isinstance(request.get(key), int):
+                        request[key] += len(request.get("logit_bias") or [])
+            status, reply = self._forward("POST", json.dumps(request).encode())
+            self._send(status, json.dumps(_rewrite(json.loads(reply), asked, mode)).encode())
         elif mode == "ignore_bias":
             request = json.loads(body)
             request.pop("logit_bias", None)
@@ -137,6 +150,25 @@ class Handler(BaseHTTPRequestHandler):
                 return  # the client stopped reading at its cap
         else:
             self._send(400, json.dumps({"error": f"unknown fault {mode!r}"}).encode())
+
+
+def _rewrite(data: dict, request: dict, mode: str) -> dict:
+    """The reply with its entries' bytes removed (``no_bytes``) or the biased ids left out
+    of its top lists (``biased_lists``), in either endpoint's format."""
+    bias = request.get("logit_bias") or {}
+    biased = {int(key) for key in bias} if isinstance(bias, dict) else {int(pair[0]) for pair in bias}
+    entries = list(data.get("completion_probabilities") or [])
+    for choice in data.get("choices", []):
+        entries += list((choice.get("logprobs") or {}).get("content") or [])
+    for entry in entries:
+        if mode == "no_bytes":
+            entry.pop("bytes", None)
+            for top in entry.get("top_logprobs") or []:
+                top.pop("bytes", None)
+        else:
+            kept = [top for top in entry.get("top_logprobs") or [] if top.get("id") not in biased]
+            entry["top_logprobs"] = kept[: request.get("logprobs") or request.get("n_probs") or len(kept)]
+    return data
 
 
 def main() -> None:

@@ -8,6 +8,12 @@ a tail by asking for ONE token with the known ids excluded (``logit_bias``), whi
 exact draw from the tail, so the exact samplers stay exact against the server's own
 distribution (docs/engines.md, "Exactness on servers").
 
+Two protocols (`ServerOptions.dialect`): llama-server is used through its own
+``/completion`` endpoint, which returns every generated token id; every other server
+through the OpenAI ``/v1/completions`` (``dialect="openai"`` uses it on llama-server
+too: that is how the tests run the OpenAI protocol against a real server).  Tested
+against llama-server (both protocols) and vLLM's CPU build; SGLang and Ollama are not.
+
 What this module owns:
 
 - **the connection and its checks** (`connect`, on first use and again after any
@@ -16,9 +22,11 @@ What this module owns:
   the tokenizer matches the server's (``/tokenize`` where offered, else the bytes of the
   ids in a reply); log-probabilities come back, with token ids, for as many tokens as
   asked; they are the raw distribution (the same at two temperatures: no sampler or
-  temperature applied); ``logit_bias`` excludes a token (else the model is the top-K
-  truncation and `warning` says so) and whether the excluded draw's log-probability is
-  raw or renormalised.
+  temperature applied, and unchanged by ``logit_bias``); ``logit_bias`` excludes a token
+  (else the model is the top-K truncation and `warning` says so) and whether the
+  excluded draw's log-probability is raw or renormalised; whether a full distribution
+  can be asked for (llama-server: its vocabulary size; vLLM: started with
+  ``--max-logprobs -1``, one probe).
 - **requests**: every sampler neutral on every request (llama-server's defaults are
   top_k 40, top_p 0.95, min_p 0.05, ...), token-id prompts, the API key from the
   environment variable the settings name (never logged), TLS verified against the
@@ -30,6 +38,16 @@ What this module owns:
   for greedy decoding, a seeded sample otherwise) is filled by that one request; a new
   request is needed only where the decoder leaves that path.  `server_calls` counts
   requests.
+- **positions left out**: llama-server gives no log-probabilities for a token after
+  which the text ends inside a UTF-8 character.  On its own endpoint the token ids still
+  come back and the positions are aligned by replaying its rule.  An OpenAI reply gives
+  ids and bytes per entry: an entry whose bytes are more than its token's carries the
+  bytes of positions left out before it, so a reply is used only up to the first such
+  gap (`Reply`) and no distribution is ever cached at a shifted node; once a server has
+  shown it leaves positions out, continuations computed ahead avoid such tokens.  A tail
+  draw whose token was left out (its id unknown) is completed from the full
+  distribution: the server's draw fell among the tail's tokens that end inside a
+  character, and one of them drawn from P restricted to them is an exact draw.
 
 Every failure is an `EngineUnavailable` whose message names the fix; the language
 server shows it as status ``degraded`` and tries again on the next request.
@@ -96,6 +114,10 @@ NEUTRAL_SAMPLERS: dict[str, Any] = {
     "stream": False,
     "echo": False,
 }
+#: how requests are made: "auto" (llama-server through its own `/completion` endpoint,
+#: found by `owned_by: "llamacpp"`; any other server through `/v1/completions`) or
+#: "openai" (`/v1/completions` whatever the server)
+DIALECTS = ("auto", "openai")
 #: llama-server only: the sampler chain is temperature and the final draw, nothing else
 LLAMACPP_EXTRA: dict[str, Any] = {"samplers": ["temperature"], "cache_prompt": True}
 #: vLLM (and servers that share its protocol): token ids in the log-probabilities
@@ -118,6 +140,8 @@ class ServerOptions:
     #: the longest one request may take (the decode's budget also bounds it)
     timeout_s: float = 10.0
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    #: one of `DIALECTS`; "openai" runs the generic protocol on llama-server too (tests)
+    dialect: str = "auto"
 
 
 def base_url(endpoint: str) -> str:
@@ -141,12 +165,27 @@ def base_url(endpoint: str) -> str:
 
 @dataclass
 class Position:
-    """One generated position of a reply: the token, its log-probability, the top list."""
+    """One generated position of a reply: the token, its log-probability, the top list
+    (None: the server left this position out; llama-server's own endpoint only)."""
 
     token: int
     logprob: float
-    top: list[tuple[int, float]]
+    top: list[tuple[int, float]] | None
     top_bytes: dict[int, bytes]
+
+
+@dataclass
+class Reply:
+    """The generated positions of one completion reply, in order from the first.
+
+    `left_out`: the server generated more tokens than `positions` holds and reported no
+    log-probabilities for some of them (llama-server's OpenAI endpoint leaves out a token
+    after which the text ends inside a UTF-8 character, and reports the next one with the
+    bytes of both).  `positions` then stops before the first position left out: past it
+    the reply's tokens are unknown, so nothing after it is matched to a node."""
+
+    positions: list[Position]
+    left_out: bool = False
 
 
 #: llama-server's own completion endpoint: it returns every generated token id (its
@@ -203,12 +242,22 @@ class ServerLanguageModel(PartialLanguageModel):
         #: a standing problem the user must hear about even while requests succeed
         #: (e.g. the server ignores logit_bias: the model is the top-K truncation)
         self.warning = ""
+        if options.dialect not in DIALECTS:
+            raise ModelError(f"unknown server dialect {options.dialect!r}: one of {', '.join(DIALECTS)}")
+        #: the protocol in use: "llamacpp" (llama-server's own endpoint) or "openai"
         self.dialect = "openai"
+        #: the server's `owned_by` in /v1/models ("llamacpp", "vllm", "sglang", ...)
+        self.software = ""
         self.model_name = options.model
         self.can_exclude = True
         self.can_enumerate = False
         self.server_vocab_size: int | None = None
         self._bias_is_raw = True
+        #: the server leaves out positions whose text ends inside a UTF-8 character
+        #: (learned from the first reply that does; continuations then avoid such tokens)
+        self._leaves_out = False
+        #: the length of a full distribution, when the server gives one (else None)
+        self._full_size: int | None = None
         self._tokenizer_checked_by_endpoint = False
         self._bytes_checked = False
         self._prompt: tuple[int, ...] = ()
@@ -364,42 +413,84 @@ class ServerLanguageModel(PartialLanguageModel):
         )
 
     # -- replies ------------------------------------------------------------------------
-    def _positions(self, data: dict) -> list[Position]:
-        """The generated positions of a completion reply (llama.cpp's ``content`` list
-        with ids, or the OpenAI legacy lists with ``token_id:N`` strings)."""
+    def _reply(self, data: dict, keep: int) -> Reply:
+        """The generated positions of an OpenAI completion reply (the ``content`` list of
+        llama-server, ids and bytes per entry; or the legacy lists with ``token_id:N``
+        strings of vLLM and SGLang), each top list cut to the `keep` most probable (vLLM
+        adds the sampled token to it).  Positions stop before the first one the server
+        left out (see `Reply`): an entry whose bytes are more than its token's carries the
+        bytes of tokens left out before it; fewer entries than generated tokens with no
+        bytes to place them leaves no position known."""
         choice = data["choices"][0]
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        generated = usage.get("completion_tokens")
+        generated = generated if isinstance(generated, int) and not isinstance(generated, bool) else None
         if not logprobs:
+            text = choice.get("text") if isinstance(choice, dict) else None
+            if generated and isinstance(text, str) and not text.strip("\ufffd"):
+                # every token ended inside a character: llama-server rightly lists none
+                return Reply([], left_out=True)
             self.connected = False
             raise EngineUnavailable(
                 f"the server at {self.url} returns no log-probabilities: use llama-server, vLLM, SGLang or Ollama 0.12.11 or later"
             )
         try:
+            positions: list[Position] = []
+            left_out = False
             if isinstance(logprobs.get("content"), list):
-                positions = []
-                for entry in logprobs["content"]:
-                    top = [(int(t["id"]), float(t["logprob"])) for t in entry.get("top_logprobs") or []]
-                    top_bytes = {int(t["id"]): bytes(t["bytes"]) for t in entry.get("top_logprobs") or [] if isinstance(t.get("bytes"), list)}
+                entries = logprobs["content"]
+                every_entry_has_bytes = True
+                for entry in entries:
                     if "id" not in entry:
                         raise KeyError("id")
-                    positions.append(Position(int(entry["id"]), float(entry["logprob"]), top, top_bytes))
-                return positions
-            tokens = logprobs["tokens"]
-            values = logprobs["token_logprobs"]
-            tops = logprobs.get("top_logprobs") or [None] * len(tokens)
-            positions = []
-            for token, value, top in zip(tokens, values, tops, strict=False):
-                listed = [(self._token_id(k), float(v)) for k, v in (top or {}).items()]
-                positions.append(Position(self._token_id(token), float(value), listed, {}))
-            return positions
+                    token = int(entry["id"])
+                    listed = entry.get("top_logprobs") or []
+                    top = self._most_probable([(int(t["id"]), float(t["logprob"])) for t in listed], keep)
+                    top_bytes = {int(t["id"]): bytes(t["bytes"]) for t in listed if isinstance(t.get("bytes"), list)}
+                    if not isinstance(entry.get("bytes"), list):
+                        every_entry_has_bytes = False
+                    elif bytes(entry["bytes"]) != self._piece(token):
+                        left_out = True  # the bytes of tokens left out before it: the rest is not aligned
+                        break
+                    positions.append(Position(token, float(entry["logprob"]), top, top_bytes))
+                count = len(entries)
+            else:
+                tokens = logprobs["tokens"]
+                values = logprobs["token_logprobs"]
+                tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+                every_entry_has_bytes = False
+                for token, value, top in zip(tokens, values, tops, strict=False):
+                    listed = self._most_probable([(self._token_id(k), float(v)) for k, v in (top or {}).items()], keep)
+                    positions.append(Position(self._token_id(token), float(value), listed, {}))
+                count = len(tokens)
         except (KeyError, TypeError, ValueError) as error:
             self.connected = False
             raise EngineUnavailable(
                 f"the server at {self.url} returns log-probabilities without token ids ({type(error).__name__}: {error}): "
                 "a server that takes `return_tokens_as_token_ids` (vLLM, SGLang) or llama-server is needed"
             ) from None
+        if generated is not None and count > generated:
+            self.connected = False
+            raise EngineUnavailable(
+                f"the server at {self.url} returned log-probabilities for {count} positions of {generated} generated tokens: "
+                "check that `endpoint` is an OpenAI-compatible inference server"
+            )
+        if generated is not None and count < generated and not left_out:
+            left_out = True
+            if not every_entry_has_bytes:
+                positions = []  # left out somewhere, nothing tells where: no position is known
+        return Reply(positions, left_out)
 
-    def _native_positions(self, data: dict) -> list[Position]:
+    @staticmethod
+    def _most_probable(listed: list[tuple[int, float]], keep: int) -> list[tuple[int, float]]:
+        """The `keep` most probable entries of a top list: no token outside them is more
+        probable (`TopK.smallest` bounds the tail), which an extra sampled token breaks."""
+        if len(listed) <= keep:
+            return listed
+        return sorted(listed, key=lambda pair: -pair[1])[:keep]
+
+    def _native_reply(self, data: dict) -> Reply:
         """Every generated token of a llama-server `/completion` reply with its
         distribution, aligned by replaying the server's rule: a token after which the
         generated text ends inside a UTF-8 character gets no entry in
@@ -435,7 +526,7 @@ class ServerLanguageModel(PartialLanguageModel):
                 f"the llama-server at {self.url} gave log-probabilities that do not line up with its tokens ({error}): "
                 "check that `tokenizer` is the served model's"
             ) from None
-        return positions
+        return Reply(positions)
 
     def _piece(self, token: int) -> bytes:
         """The bytes llama.cpp adds to the generated text for `token` (special and
@@ -446,7 +537,8 @@ class ServerLanguageModel(PartialLanguageModel):
 
     def _splits_characters(self) -> list[int]:
         """Ids whose bytes end inside a UTF-8 character: llama-server reports no
-        distribution for such a token, so a continuation computed ahead avoids them."""
+        distribution for such a token (first in a reply), so a continuation computed
+        ahead avoids them."""
         if self._splitting is None:
             self._splitting = [
                 i for i in range(self.vocab.num_defined) if (piece := self._piece(i)) and _utf8_complete_length(piece) < len(piece)
@@ -465,22 +557,23 @@ class ServerLanguageModel(PartialLanguageModel):
         temperature: float = 1.0,
         banned: Sequence[int] = (),
         whole_characters: bool = False,
-    ) -> list[Position]:
-        """One completion request: every generated position with the top `logprobs`
-        (raw) of its distribution.  `banned`: ids given -inf (llama-server) or -100;
-        `whole_characters`: also ban ids that end inside a UTF-8 character, so that
-        llama-server reports every position (a tail draw must not: it is exact)."""
+    ) -> Reply:
+        """One completion request: the generated positions with the top `logprobs`
+        (raw) of their distributions.  `banned`: ids given -inf (llama-server) or -100;
+        `whole_characters`: also ban ids that end inside a UTF-8 character, so that a
+        server that leaves such positions out (llama-server) reports every position (a
+        tail draw must not: it is exact)."""
         body = self._body(prompt, max_tokens=max_tokens, logprobs=logprobs, greedy=greedy, seed=seed, temperature=temperature)
-        if self.dialect != "llamacpp":
-            if banned:
-                body["logit_bias"] = self._exclusion(banned)
-            return self._positions(self._post_completion(body, what))
         avoid = sorted(set(banned) | set(self._splits_characters())) if whole_characters else list(banned)
+        if self.dialect != "llamacpp":
+            if avoid:
+                body["logit_bias"] = self._exclusion(avoid)
+            return self._reply(self._post_completion(body, what), keep=logprobs)
         native = {key: value for key, value in body.items() if key not in ("max_tokens", "logprobs", "model", "n", "echo")}
         native.update({"n_predict": max_tokens, "n_probs": logprobs, "return_tokens": True})
         if avoid:
             native["logit_bias"] = self._exclusion(avoid)
-        return self._native_positions(self._post_completion(native, what, NATIVE_COMPLETION))
+        return self._native_reply(self._post_completion(native, what, NATIVE_COMPLETION))
 
     @staticmethod
     def _token_id(text: str) -> int:
@@ -508,6 +601,10 @@ class ServerLanguageModel(PartialLanguageModel):
 
     def _connect(self) -> None:
         self.connected = False
+        self.dialect = "openai"
+        self.software = ""
+        self._leaves_out = False
+        self._full_size = None
         self._cache.clear()
         self._drawn.clear()
         self._full.clear()
@@ -531,10 +628,10 @@ class ServerLanguageModel(PartialLanguageModel):
             if not self.options.model or self.options.model in names:
                 meta = entry
             served.extend(names)
-            if entry.get("owned_by") == "llamacpp":
-                self.dialect = "llamacpp"
-            elif entry.get("owned_by") in ("vllm", "sglang"):
-                self.dialect = str(entry["owned_by"])
+            if isinstance(entry.get("owned_by"), str):
+                self.software = entry["owned_by"]
+        if self.software == "llamacpp" and self.options.dialect == "auto":
+            self.dialect = "llamacpp"
         if not served:
             raise EngineUnavailable(f"the server at {self.url} lists no model under /v1/models: check that it has loaded one")
         if self.options.model:
@@ -570,9 +667,10 @@ class ServerLanguageModel(PartialLanguageModel):
             log.warning("the server at %s offers no /tokenize and no token bytes: the tokenizer %r could not be checked against it", self.url, self.tokenizer_name)
         self.connected = True
         log.info(
-            "connected to %s (%s, %s): top %d log-probabilities, exclusion %s",
+            "connected to %s (%s, %s, %s protocol): top %d log-probabilities, exclusion %s",
             self.url,
             self.model_name,
+            self.software or "unknown server",
             self.dialect,
             self.options.top_logprobs,
             "exact" if self.can_exclude else "unavailable (top-K truncation)",
@@ -635,10 +733,13 @@ class ServerLanguageModel(PartialLanguageModel):
         return {str(int(t)): -100 for t in excluded}  # the OpenAI range; exp(-100) leaks are repeated
 
     def _check_logprobs(self) -> None:
-        """Log-probabilities with ids, as many as asked, raw; exclusion works."""
+        """Log-probabilities with ids, as many as asked, raw; exclusion works and leaves
+        the reported distributions raw; whether full distributions can be asked for."""
         k = self.options.top_logprobs
         probe = self.encode(PROBE_PROMPT)
-        first = self._generate(probe, max_tokens=2, logprobs=k, greedy=True, seed=0, what="a log-probability probe", whole_characters=True)
+        first = self._generate(
+            probe, max_tokens=2, logprobs=k, greedy=True, seed=0, what="a log-probability probe", whole_characters=True
+        ).positions
         if not first or not first[0].top:
             raise EngineUnavailable(f"the server at {self.url} returns no top log-probabilities: use llama-server, vLLM or SGLang")
         top = first[0].top
@@ -655,7 +756,9 @@ class ServerLanguageModel(PartialLanguageModel):
         # raw: a sampled request at another temperature reports the same log-probabilities
         other = self._generate(
             probe, max_tokens=1, logprobs=k, greedy=False, seed=1, temperature=0.5, what="a log-probability probe", whole_characters=True
-        )
+        ).positions
+        if not other or not other[0].top:
+            raise EngineUnavailable(f"the server at {self.url} returned no log-probabilities for a sampled probe: check the server's log")
         ours, theirs = dict(top), dict(other[0].top)
         shared = set(ours) & set(theirs)
         if len(shared) < min(len(ours), 3) or any(abs(ours[t] - theirs[t]) > RAW_TOLERANCE for t in shared):
@@ -667,7 +770,11 @@ class ServerLanguageModel(PartialLanguageModel):
         # log-probability tells whether the server reports it raw or renormalised
         best, best_logprob = top[0]
         second, second_logprob = top[1] if len(top) > 1 else (None, None)
-        banned = self._generate(probe, max_tokens=1, logprobs=k, greedy=True, seed=0, banned=[best], what="a logit_bias probe", whole_characters=True)
+        banned = self._generate(
+            probe, max_tokens=1, logprobs=k, greedy=True, seed=0, banned=[best], what="a logit_bias probe", whole_characters=True
+        ).positions
+        if not banned or banned[0].top is None:
+            raise EngineUnavailable(f"the server at {self.url} returned no log-probabilities for a logit_bias probe: check the server's log")
         got = banned[0]
         if got.token == best:
             self.can_exclude = False
@@ -680,6 +787,13 @@ class ServerLanguageModel(PartialLanguageModel):
         else:
             self.can_exclude = True
             self.warning = ""
+            listed = dict(got.top)
+            if best not in listed or abs(listed[best] - best_logprob) > RAW_TOLERANCE:
+                # a continuation computed ahead avoids some ids: its distributions must stay raw
+                raise EngineUnavailable(
+                    f"the server at {self.url} reports log-probabilities after applying logit_bias (a banned token is missing "
+                    "from the top list or changed): exactness needs the raw distribution (vLLM: --logprobs-mode raw_logprobs)"
+                )
             if second is not None and got.token == second:
                 renormalised = second_logprob - math.log1p(-math.exp(best_logprob))
                 if abs(got.logprob - second_logprob) <= RAW_TOLERANCE:
@@ -691,7 +805,27 @@ class ServerLanguageModel(PartialLanguageModel):
                         f"the server at {self.url} reports a log-probability under logit_bias that is neither raw nor renormalised "
                         f"({got.logprob:.4f} for a token of raw {second_logprob:.4f}): exact tail draws are impossible with it"
                     )
-        self.can_enumerate = self.dialect == "llamacpp" and self.server_vocab_size is not None
+        if self.dialect == "llamacpp":
+            self._full_size = self.server_vocab_size
+        elif self.can_exclude:
+            self._full_size = self.server_vocab_size or self._probe_full_distribution(probe)
+        self.can_enumerate = self._full_size is not None
+
+    def _probe_full_distribution(self, probe: Sequence[int]) -> int | None:
+        """The vocabulary's size when the server lists that many log-probabilities (vLLM
+        started with ``--max-logprobs -1``; one full distribution, once per connect),
+        else None (vLLM refuses more than ``--max-logprobs``, 20 by default)."""
+        size = self.vocab.size
+        body = self._body(probe, max_tokens=1, logprobs=size, greedy=True, seed=0)
+        body["logit_bias"] = self._exclusion(sorted(set(self._never_generated()) | set(self._splits_characters())))
+        status, data = self._request("POST", "/v1/completions", body, what="a full-distribution probe")
+        if status != 200 or not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            log.info("the server at %s gives no full distributions (HTTP %s): tails are drawn, never enumerated", self.url, status)
+            return None
+        positions = self._reply(data, keep=size).positions
+        if not positions or positions[0].top is None or len(positions[0].top) < size:
+            return None
+        return size
 
     def _check_bytes(self, positions: Sequence[Position]) -> None:
         """The bytes the server gives for listed ids must be the tokenizer's."""
@@ -767,37 +901,48 @@ class ServerLanguageModel(PartialLanguageModel):
 
     def _complete(
         self, path: tuple[int, ...], *, greedy: bool, seed: int | None, excluded: Sequence[int] | None = None, what: str, ahead: int | None = None
-    ) -> list[Position]:
+    ) -> Reply:
         """One request continuing prompt + `path`; `excluded` (a tail draw): the ids the
         first token must not be (excluded at every position; the distributions reported
-        are raw, so the positions after the first still fill the cache)."""
+        are raw, so the positions after the first still fill the cache).  A continuation
+        computed ahead avoids tokens that end inside a UTF-8 character where the server
+        leaves their positions out (always on llama-server's own endpoint, which the
+        backend knows to; on the OpenAI endpoint once a reply has shown it)."""
         self.ensure_connected()
         drawing = excluded is not None
         if drawing:
             banned = list(excluded)
         else:
             banned = self._never_generated() if self.can_exclude else []
-        positions = self._generate(
+        whole = not drawing and self.can_exclude and (self.dialect == "llamacpp" or self._leaves_out)
+        reply = self._generate(
             list(self._prompt) + list(path),
             max_tokens=min(self._ahead(path), ahead or self.options.lookahead),
             logprobs=self.options.top_logprobs,
             greedy=greedy,
             seed=seed,
             banned=banned,
-            whole_characters=not drawing and self.can_exclude,
+            whole_characters=whole,
             what=what,
         )
-        self._fill(path, positions)
-        return positions
+        if reply.left_out and not self._leaves_out:
+            self._leaves_out = True
+            log.info("the server at %s leaves out positions that end inside a UTF-8 character: continuations avoid such tokens", self.url)
+        self._fill(path, reply.positions)
+        return reply
 
     def next_top(self, path: Sequence[int], *, greedy: bool = True, seed: int | None = None) -> TopK:
         key = tuple(int(t) for t in path)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        positions = self._complete(key, greedy=greedy, seed=seed, what="a completion")
-        if not positions or key not in self._cache:
-            raise EngineUnavailable(f"the server at {self.url} returned no token for a completion request: check the server's log")
+        reply = self._complete(key, greedy=greedy, seed=seed, what="a completion")
+        if key not in self._cache and reply.left_out and self.can_exclude:
+            # the first token ended inside a character and its position was left out (the
+            # first reply that showed this server does so): again, avoiding such tokens
+            reply = self._complete(key, greedy=greedy, seed=seed, what="a completion")
+        if key not in self._cache:
+            raise EngineUnavailable(f"the server at {self.url} returned no distribution for a completion request: check the server's log")
         return self._cache[key]
 
     def draw_excluding(self, path: Sequence[int], excluded: Sequence[int], *, greedy: bool, seed: int) -> tuple[int, float] | None:
@@ -807,10 +952,15 @@ class ServerLanguageModel(PartialLanguageModel):
         banned = {int(t) for t in excluded}
         drawn_here = self._drawn.setdefault(key, {})
         for attempt in range(LEAK_RETRIES):
-            positions = self._complete(key, greedy=greedy, seed=seed + attempt, excluded=sorted(banned), what="a tail draw", ahead=DRAW_LOOKAHEAD)
-            if not positions:
+            reply = self._complete(key, greedy=greedy, seed=seed + attempt, excluded=sorted(banned), what="a tail draw", ahead=DRAW_LOOKAHEAD)
+            if not reply.positions:
+                if reply.left_out:
+                    drawn_left_out = self._draw_left_out(key, banned, greedy=greedy, seed=seed + attempt)
+                    if drawn_left_out is not None:
+                        drawn_here[drawn_left_out[0]] = drawn_left_out[1]
+                    return drawn_left_out
                 return None
-            drawn = positions[0]
+            drawn = reply.positions[0]
             if drawn.token not in banned:
                 logprob = drawn.logprob
                 if drawn.top is None:  # a token inside a UTF-8 character: no entry; look it up
@@ -827,12 +977,42 @@ class ServerLanguageModel(PartialLanguageModel):
                 return None  # every allowed token is below exp(-100) of an excluded one: an empty tail
         return None
 
+    def _draw_left_out(self, key: tuple[int, ...], banned: set[int], *, greedy: bool, seed: int) -> tuple[int, float] | None:
+        """The server drew a token out of the tail but left its position out (it ends
+        inside a UTF-8 character), so which token it was is unknown.  What is known is
+        exact: the draw fell in the part of the tail that is left out, the tokens that
+        end inside a character; a token drawn from P restricted to that part (its argmax
+        when `greedy`), through the full distribution, is then an exact draw from the
+        tail (the rest of that reply is never used)."""
+        if not self.can_enumerate:
+            raise EngineUnavailable(
+                f"the server at {self.url} left out the log-probability of the token it drew from a tail (one that ends inside "
+                "a UTF-8 character) and gives no full distribution to tell which it was: use llama-server or vLLM, "
+                "which report every position with its token id (vLLM) or give full distributions (llama-server)"
+            )
+        full = self.next_logprobs(key)
+        left_out = np.array([t for t in self._splits_characters() if t not in banned and t < full.size], dtype=np.int64)
+        weights = np.exp(full[left_out]) if left_out.size else np.zeros(0)
+        if not weights.size or weights.max() <= 0.0:
+            raise EngineUnavailable(
+                f"the server at {self.url} left a drawn token's position out, but no token of the tail ends inside a UTF-8 "
+                "character: its positions cannot be matched to tokens; check that `tokenizer` is the served model's"
+            )
+        if greedy:
+            index = int(np.argmax(weights))
+        else:
+            index = int(np.random.default_rng(seed).choice(weights.size, p=weights / weights.sum()))
+        token = int(left_out[index])
+        return token, float(full[token])
+
     def knows_full(self, path: Sequence[int]) -> bool:
         return tuple(int(t) for t in path) in self._full
 
     def next_logprobs(self, path: Sequence[int]) -> np.ndarray:
-        """The full distribution (llama-server: n_probs = the vocabulary), one request."""
-        if not self.can_enumerate or self.server_vocab_size is None:
+        """The full distribution (the server lists the whole vocabulary: llama-server's
+        n_probs, vLLM's logprobs under ``--max-logprobs -1``), one request."""
+        size = self._full_size
+        if not self.can_enumerate or size is None:
             raise ModelError(f"the server at {self.url} gives top-K distributions only")
         key = tuple(int(t) for t in path)
         cached = self._full.get(key)
@@ -842,16 +1022,21 @@ class ServerLanguageModel(PartialLanguageModel):
         positions = self._generate(
             list(self._prompt) + list(key),
             max_tokens=1,
-            logprobs=self.server_vocab_size,
+            logprobs=size,
             greedy=True,
             seed=0,
             banned=self._never_generated(),
             whole_characters=True,
             what="a full distribution",
-        )
+        ).positions
         if not positions or positions[0].top is None:
             raise EngineUnavailable(f"the server at {self.url} returned no distribution for a full-distribution request")
-        values = np.full(max(self.vocab.size, self.server_vocab_size), -np.inf)
+        if len(positions[0].top) < size:
+            raise EngineUnavailable(
+                f"the server at {self.url} listed {len(positions[0].top)} of the {size} log-probabilities of a full distribution: "
+                "check the server's log (vLLM: --max-logprobs -1)"
+            )
+        values = np.full(max(self.vocab.size, size), -np.inf)
         for token, value in positions[0].top:
             values[token] = value
         self.tokens_fed += 1
@@ -961,12 +1146,14 @@ def load_tokenizer(name_or_path: str):
     return tokenizer, vocab
 
 
-def load_from_settings(settings, progress=None) -> ServerLanguageModel:
+def load_from_settings(settings, progress=None, *, dialect: str = "auto") -> ServerLanguageModel:
     """The `server` backend for `settings` (`endpoint`, `tokenizer` or `model`,
     `serverModel`, `apiKeyEnv`, `serverTopLogprobs`, `serverLookahead`,
-    `serverTimeoutMs`).  A server that cannot be reached (or fails a check) does not
-    fail the load: the model is returned unconnected with the problem in
-    `connect_error`, and every request tries again (the status says `degraded`)."""
+    `serverTimeoutMs`); `dialect` as `ServerOptions.dialect` (not a setting: "auto"
+    picks the best protocol each server has).  A server that cannot be reached (or
+    fails a check) does not fail the load: the model is returned unconnected with the
+    problem in `connect_error`, and every request tries again (the status says
+    `degraded`)."""
     progress = progress or (lambda message, percentage=None: None)
     source = settings.tokenizer or settings.model
     options = ServerOptions(
@@ -976,6 +1163,7 @@ def load_from_settings(settings, progress=None) -> ServerLanguageModel:
         top_logprobs=settings.server_top_logprobs,
         lookahead=settings.server_lookahead,
         timeout_s=settings.server_timeout_ms / 1000.0,
+        dialect=dialect,
     )
     base_url(options.endpoint)  # a bad endpoint is a settings error: fail the load with it
     progress(f"loading the tokenizer {source}", 20)
