@@ -73,6 +73,26 @@ def test_sample_allowed_lines_on_a_server_and_in_process_follow_p_of_the_lines(l
     assert chi_square({(k,): v for k, v in local["counts"].items()}, {(k,): p for k, p in reference.items()}).p_value > 1e-4
 
 
+GRAMMAR = 'start: NAME "(" DIGIT ")"\nNAME: "np.zeros" | "np.ones" | "len"\nDIGIT: /[0-9]/\n'
+
+
+@pytest.mark.slow
+def test_sample_with_a_grammar_on_a_real_model_gives_only_sentences_of_the_grammar(llama_server, files, capsys):  # noqa: F811
+    import re
+
+    (files / "call.lark").write_text(GRAMMAR)
+    common = ["--prompt-file", str(files / "prompt.py"), "--grammar", str(files / "call.lark"), "--decoder", "exact", "--n", "40", "--seed", "1"]
+    sentence = re.compile(r"(np\.zeros|np\.ones|len)\([0-9]\)")
+    for backend in ([], ["--backend", "server", "--endpoint", llama_server.url]):
+        result = run_json(capsys, "--model", "tiny", *backend, *common)
+        assert result["status"] == "ok" and sum(result["counts"].values()) == 40, result
+        assert all(sentence.fullmatch(text) for text in result["counts"]), result["counts"]
+    bad = files / "bad.lark"
+    bad.write_text('start: NAME "("\n')
+    assert main(["sample", "--model", "tiny", "--prompt-file", str(files / "prompt.py"), "--grammar", str(bad)]) == 2
+    assert "NAME" in capsys.readouterr().err
+
+
 def test_sample_refuses_bad_combinations_with_a_message(files, capsys):
     assert main(["sample", "--model", "tiny", "--allowed", str(files / "allowed.txt")]) == 2
     assert "--prompt-file" in capsys.readouterr().err
