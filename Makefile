@@ -32,7 +32,8 @@ npm:
 
 # each example's cursor completed unconstrained, constrained and with AdapTrack, marked
 # valid or INVALID for the installed packages.  MODEL: builtin (offline, built on first
-# use), a hub id or a local model folder; one that cannot be loaded stops with a message
+# use), a hub id, a local model folder or a .gguf file (llama.cpp); one that cannot be
+# loaded stops with a message
 demo: install
 	MODEL="$(MODEL)" PY="$(PY)" scripts/demo.sh
 

@@ -2,7 +2,7 @@
 # For each example, the same cursor completed unconstrained, constrained (greedy masking)
 # and with AdapTrack, each marked valid or INVALID against the installed packages.
 # Usage: scripts/demo.sh                         (built-in offline model; built on first use)
-#        MODEL=Qwen/Qwen2.5-Coder-1.5B scripts/demo.sh   (a hub id, or a local model folder)
+#        MODEL=Qwen/Qwen2.5-Coder-1.5B scripts/demo.sh   (a hub id, a local model folder, or a .gguf file on llama.cpp)
 # Uses .venv/bin/python if present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ for example in examples/*.py; do
     "$PY" -m adaptrack_lsp complete "$example" --model "$MODEL" --compare "$DECODERS" --timeout-ms 120000
     code=$?
     if [ "$code" -eq 3 ]; then
-        echo "demo: the model '$MODEL' could not be loaded; run without MODEL (the built-in offline model) or with MODEL=/path/to/a/local/model" >&2
+        echo "demo: the model '$MODEL' could not be loaded; run without MODEL (the built-in offline model) or with MODEL=/path/to/a/local/model (or a .gguf file)" >&2
         exit 3
     fi
     [ "$code" -eq 0 ] || status=$code
