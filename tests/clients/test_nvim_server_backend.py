@@ -30,12 +30,9 @@ def server_answer(tmp_path_factory, llama_server):  # noqa: F811
     source = workspace / "example.py"
     source.write_text("import numpy as np\n\nvalues = np\n")
     typed = "import numpy as np\n\nvalues = np.\n"
-    saved = test_nvim.REAL_SETTINGS
-    test_nvim.REAL_SETTINGS = server_settings(llama_server.url)
-    try:
-        answer = asyncio.run(test_nvim._server_answer(workspace, source, typed, 2, len("values = np.")))
-    finally:
-        test_nvim.REAL_SETTINGS = saved
+    answer = asyncio.run(
+        test_nvim._server_answer(workspace, source, typed, 2, len("values = np."), server_settings(llama_server.url))
+    )
     assert answer.strip(), f"empty answer {answer!r}"
     return answer
 
