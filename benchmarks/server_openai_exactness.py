@@ -21,27 +21,17 @@ Needs llama-server (`make llama-cpp`) or vLLM (`.ci/install-vllm`).  Last line:
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from server_exactness import kl, tvd  # the same figures as the native protocol's table
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 ROWS = [("exact", "fresh"), ("cars", "fresh"), ("ars", "fresh"), ("exact", "requests of 5"), ("cars", "requests of 5"),
         ("ars", "requests of 5"), ("constrained", "fresh")]  # fmt: skip
-
-
-def tvd(counts: dict, reference: dict) -> float:
-    total = sum(counts.values())
-    return 0.5 * sum(abs(counts.get(k, 0) / total - reference.get(k, 0.0)) for k in set(counts) | set(reference))
-
-
-def kl(counts: dict, reference: dict) -> float:
-    total = sum(counts.values())
-    return sum((n / total) * math.log((n / total) / reference[k]) if reference.get(k, 0.0) > 0 else math.inf for k, n in counts.items() if n)
 
 
 def start(server: str, folder: Path):
