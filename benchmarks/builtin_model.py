@@ -121,6 +121,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=40, help="held-out files for top-1")
     parser.add_argument("--tokens", type=int, default=1500, help="tokens per file for top-1")
     parser.add_argument("--cursors", type=int, default=120)
+    parser.add_argument(
+        "--timeout-ms", type=int, default=10_000, help="time limit per completion (the decode returns its best so far)"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny model and sizes (seconds)")
     parser.add_argument(
         "--cache", default=None, help="use the model cached under this cache root (build_s is then the load time)"
@@ -165,7 +168,7 @@ def main() -> None:
     from adaptrack_lsp.completion.service import CompletionService
     from adaptrack_lsp.config import Settings
 
-    settings = Settings(model="builtin", timeout_ms=120_000, temperature=0.0)
+    settings = Settings(model="builtin", timeout_ms=args.timeout_ms, temperature=0.0)
     if args.smoke:  # validity from a snapshot of numpy: no jedi process to start
         from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 
@@ -176,6 +179,7 @@ def main() -> None:
     service.load()
     chosen = cursors(files, args.cursors)
     hits = dict.fromkeys(DECODERS, 0)
+    partial = dict.fromkeys(DECODERS, 0)  # answers cut by the time limit
     parses = 0
     examples = []
     for number, (text, offset, reference) in enumerate(chosen):
@@ -184,6 +188,7 @@ def main() -> None:
         for decoder in DECODERS:
             result = service.complete(document, offset, settings=settings.replace(decoder=decoder), wait_for_index=True)
             answer = result.candidates[0].text if result.candidates else ""
+            partial[decoder] += int(result.status == "partial")
             chain = CHAIN.match(answer)
             hits[decoder] += int(chain is not None and chain.group(0) == reference)
             if decoder == "adaptrack":
@@ -201,6 +206,7 @@ def main() -> None:
         + " ".join(f"chain_em_{name}={hits[name] / count:.3f}" for name in DECODERS),
         flush=True,
     )
+    print(f"# cut by the {args.timeout_ms} ms limit: " + " ".join(f"{name}={partial[name]}" for name in DECODERS), flush=True)
     cache.cleanup()
     print(f"# process peak resident memory, API index and decoding included: {peak_rss_mb():.0f} MB")
     print(
