@@ -38,10 +38,10 @@ demo: install
 	MODEL="$(MODEL)" PY="$(PY)" scripts/demo.sh
 
 test: install-dev llama-cpp npm
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=15
 
 test-python: install-dev
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=15
 
 # performance figures (minutes; not part of the tests)
 bench: install-dev

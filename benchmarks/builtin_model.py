@@ -30,6 +30,7 @@ import ast
 import os
 import re
 import resource
+import statistics
 import sys
 import tempfile
 import textwrap
@@ -168,7 +169,10 @@ def main() -> None:
     from adaptrack_lsp.completion.service import CompletionService
     from adaptrack_lsp.config import Settings
 
-    settings = Settings(model="builtin", timeout_ms=args.timeout_ms, temperature=0.0)
+    # the interpreter named, as a user configures it: members and signatures come from
+    # runtime introspection (jedi's static analysis of scipy's imports takes minutes per
+    # new path, time that would be counted against the decoders)
+    settings = Settings(model="builtin", timeout_ms=args.timeout_ms, temperature=0.0, python_path=sys.executable)
     if args.smoke:  # validity from a snapshot of numpy: no jedi process to start
         from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 
@@ -179,34 +183,52 @@ def main() -> None:
     service.load()
     chosen = cursors(files, args.cursors)
     hits = dict.fromkeys(DECODERS, 0)
-    partial = dict.fromkeys(DECODERS, 0)  # answers cut by the time limit
+    timed_out = dict.fromkeys(DECODERS, 0)  # answers cut by the time limit
+    token_cut = dict.fromkeys(DECODERS, 0)  # answers cut by max_new_tokens
+    walls: dict[str, list[float]] = {name: [] for name in DECODERS}  # seconds per completion
     parses = 0
     examples = []
     for number, (text, offset, reference) in enumerate(chosen):
         document = text[:offset]
         line_prefix = document[document.rfind("\n") + 1 :]
         for decoder in DECODERS:
+            asked = time.perf_counter()
             result = service.complete(document, offset, settings=settings.replace(decoder=decoder), wait_for_index=True)
+            walls[decoder].append(time.perf_counter() - asked)
             answer = result.candidates[0].text if result.candidates else ""
-            partial[decoder] += int(result.status == "partial")
+            timed_out[decoder] += int(result.status == "partial" and "time budget" in result.message)
+            token_cut[decoder] += int(result.status == "partial" and "max_new_tokens" in result.message)
             chain = CHAIN.match(answer)
             hits[decoder] += int(chain is not None and chain.group(0) == reference)
             if decoder == "adaptrack":
                 parses += int(line_parses(line_prefix + answer))
                 if number < 8:
                     examples.append(f"#   {line_prefix.strip()}|{answer}   (file: {reference})")
-        if (number + 1) % 20 == 0:
-            print(f"# {number + 1}/{len(chosen)} cursors", flush=True)
+        if (number + 1) % 10 == 0:
+            slowest = max(seconds for name in DECODERS for seconds in walls[name][-10 * len(DECODERS) :])
+            print(
+                f"# {number + 1}/{len(chosen)} cursors (slowest completion of the last 10: {slowest:.1f} s)", flush=True
+            )
     service.close()
     count = max(1, len(chosen))
     print("# adaptrack ghost text at the first cursors (| marks the cursor):")
     print("\n".join(examples))
     print(
-        f"# cursors={len(chosen)} "
-        + " ".join(f"chain_em_{name}={hits[name] / count:.3f}" for name in DECODERS),
+        f"# cursors={len(chosen)} " + " ".join(f"chain_em_{name}={hits[name] / count:.3f}" for name in DECODERS),
         flush=True,
     )
-    print(f"# cut by the {args.timeout_ms} ms limit: " + " ".join(f"{name}={partial[name]}" for name in DECODERS), flush=True)
+    print(
+        "# seconds per completion (API index waits included), median/max: "
+        + " ".join(
+            f"{name}={statistics.median(walls[name]):.2f}/{max(walls[name]):.2f}" for name in DECODERS if walls[name]
+        ),
+        flush=True,
+    )
+    print(
+        f"# cut by the {args.timeout_ms} ms limit: " + " ".join(f"{name}={timed_out[name]}" for name in DECODERS),
+        flush=True,
+    )
+    print("# cut by max_new_tokens: " + " ".join(f"{name}={token_cut[name]}" for name in DECODERS), flush=True)
     cache.cleanup()
     print(f"# process peak resident memory, API index and decoding included: {peak_rss_mb():.0f} MB")
     print(
