@@ -87,6 +87,23 @@ def test_compare_prints_each_decoder_with_its_validity(tmp_path):
     assert bad.returncode == 2 and "unknown decoder 'fastest'" in bad.stderr
 
 
+def test_a_package_that_is_not_installed_is_unchecked_never_valid(tmp_path):
+    """The demo's TensorFlow file on a machine without TensorFlow: nothing can be checked,
+    and the row says so instead of calling the text valid."""
+    source = tmp_path / "example.py"
+    source.write_text("import adaptrack_absent_package as ap\nx = ap.")
+    done = run_cli(
+        str(source), "--model", "tiny", "--max-new-tokens", "3", "--python", sys.executable,
+        "--compare", "unconstrained,adaptrack",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"unconstrained", "adaptrack"}
+    for row in rows.values():
+        assert row.endswith("unchecked (adaptrack_absent_package not installed here)"), row
+        assert not re.search(r"\bvalid\b", row), row
+
+
 def test_model_that_cannot_be_loaded_fails_loudly(tmp_path):
     source = tmp_path / "example.py"
     source.write_text("x = 1\n")

@@ -196,7 +196,7 @@ def run(args) -> int:
     if not result.candidates:
         print(f"(no candidates: {result.status} {result.message})".rstrip())
     for rank, candidate in enumerate(result.candidates, 1):
-        flag = "valid" if candidate.valid else "INVALID"
+        flag = verdict(candidate, result.constraint)
         print(f"{rank:2d}. {candidate.text!r}  logprob={candidate.logprob:.3f} {flag}")
     counters = result.counters
     print(
@@ -205,6 +205,21 @@ def run(args) -> int:
         f"index_ms={1000 * counters.get('index_seconds', 0.0):.0f}"
     )
     return 0
+
+
+def not_installed(constraint) -> list[str]:
+    """Imported packages the environment has no version of (not installed there)."""
+    return sorted(name for name, version in constraint.packages.items() if version == "unknown")
+
+
+def verdict(candidate, constraint) -> str:
+    """"INVALID", "valid", or "unchecked": accepted only because the package its chain
+    starts from is not installed, so nothing could be checked (never called valid)."""
+    if not candidate.valid:
+        return "INVALID"
+    if not candidate.chains and not_installed(constraint):
+        return "unchecked"
+    return "valid"
 
 
 def _compare(service, settings, decoders: list[str], text: str, offset: int, path: str, seed: int, index_progress) -> int:
@@ -227,7 +242,12 @@ def _compare(service, settings, decoders: list[str], text: str, offset: int, pat
             print(f"  {name:<{width}}  (no completion: {result.status} {result.message})".rstrip())
             continue
         candidate = result.candidates[0]
-        flag = "valid" if candidate.valid else "INVALID"
-        packages = ", ".join(f"{n} {v}" for n, v in sorted(result.constraint.packages.items()))
-        print(f"  {name:<{width}}  {candidate.text!r:<60} {flag}" + (f" ({packages})" if packages and name == decoders[-1] else ""))
+        flag = verdict(candidate, result.constraint)
+        packages = ", ".join(f"{n} {v}" for n, v in sorted(result.constraint.packages.items()) if v != "unknown")
+        missing = not_installed(result.constraint)
+        if flag == "unchecked":
+            note = f" ({', '.join(missing)} not installed here)"
+        else:
+            note = f" ({packages})" if packages and name == decoders[-1] else ""
+        print(f"  {name:<{width}}  {candidate.text!r:<60} {flag}{note}")
     return 0
