@@ -19,8 +19,11 @@ Rows per model and engine:
 - ``greedy`` and ``exact k=5``: our greedy AdapTrack and the exact sampler with 5 samples
   at temperature 1, ms per LM call (decode wall / LM calls, prompt cached; median of
   `--repeats` after a warm-up run), with LM calls, and for the server its calls;
-- ``ghost``: `CompletionService.complete` (greedy AdapTrack) over `--edits` successive
-  edits at the end of the file: wall p50/p95, LM calls and server calls per completion;
+- ``ghost``: `CompletionService.complete` (greedy AdapTrack, the API constraint alone as
+  in the other rows: a random-weight model's text is rarely Python, and the syntax
+  constraint would make each completion a search to the time limit) over `--edits`
+  successive edits at the end of the file: wall p50/p95, LM calls and server calls per
+  completion;
 - server only: server calls per greedy completion on the model's own path (no
   constraint, so the path is valid), where lookahead should make it 1.
 
@@ -236,8 +239,11 @@ def ghost_rows(lm, prefix, args) -> tuple[list[float], list[int], list[int]]:
 
     names = numpy_names()
     service = CompletionService(
+        # the API constraint only, as in the other rows: a random-weight model's text is
+        # rarely Python, so the syntax and keyword constraints would turn every completion
+        # into a search that runs to the time limit, and the row would time the limit
         Settings(model="bench", decoder="adaptrack", temperature=0.0, max_new_tokens=args.new_tokens,
-                 timeout_ms=int(1000 * args.timeout)),
+                 timeout_ms=int(1000 * args.timeout), syntax_constraint=False, keyword_arguments=False),
         model_loader=lambda settings, progress: lm,
         index_factory=lambda settings, root: StaticIndex(names, source="numpy names"),
     )

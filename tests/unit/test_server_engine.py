@@ -243,6 +243,46 @@ def test_server_down_at_start_then_recovers(tmp_path):
         server.stop()
 
 
+def test_the_server_process_killed_mid_request_fails_at_once_and_a_restart_recovers(tmp_path):
+    """SIGKILL of llama-server itself (not a proxy) while requests are in flight: the
+    request in flight fails within seconds naming the server, and a server started again
+    on the same port serves the same client object."""
+    port = free_port()
+    server = LlamaServer(tiny_gguf(), port=port, log_dir=tmp_path).start()
+    try:
+        lm = connect(server.url)
+        assert lm.connected, lm.connect_error
+        outcome: dict = {"completed": 0}
+        running = threading.Event()
+
+        def run():
+            while True:
+                try:
+                    running.set()
+                    greedy(lm, PROMPTS[outcome["completed"] % len(PROMPTS)], max_new_tokens=24)
+                    outcome["completed"] += 1
+                except EngineUnavailable as error:
+                    outcome["error"] = str(error)
+                    outcome["failed_at"] = time.monotonic()
+                    return
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        assert running.wait(10)
+        time.sleep(1.0)
+        server.kill()
+        killed_at = time.monotonic()
+        worker.join(timeout=20)
+        assert not worker.is_alive()
+        assert "cannot reach the inference server" in outcome["error"], outcome
+        assert outcome["failed_at"] - killed_at < 10
+        server = LlamaServer(tiny_gguf(), port=port, log_dir=tmp_path).start()
+        result = greedy(lm, PROMPTS[0])
+        assert result.samples and lm.connected and not lm.connect_error
+    finally:
+        server.stop()
+
+
 def test_killed_mid_request_fails_at_once_and_recovers(llama_server):  # noqa: F811
     with fault_proxy(llama_server.url) as proxy:
         lm = connect(proxy.url)
