@@ -150,6 +150,31 @@ def test_server_calls_per_greedy_completion(llama_server):  # noqa: F811
     assert sum(calls) / len(calls) <= 1.5, calls
 
 
+def test_the_lookahead_follows_how_much_of_the_last_reply_was_used(lm):
+    """Past the prompt's root a request asks for twice the part of the last reply the
+    decoder used: two positions after leaving a reply at its first, four once those two
+    were followed; the root asks for the whole lookahead.  Each node is still the
+    server's own distribution."""
+    lm.set_prompt(lm.encode(PROMPTS[1]), max_new_tokens=24)
+    root = lm.next_top([])
+    assert lm._replies[-1][0] == 24  # the whole continuation the room allows
+    other = int(root.ids[1])  # leave the engine's path at its first position
+    lm.next_top([other])
+    assert lm._replies[-1] == [2, 1]
+    second = lm._replies[-1]
+    followed = max((key for key, (reply, _) in lm._origin.items() if reply == 1), key=len)
+    assert len(followed) == 2
+    lm.next_top(followed)  # the reply's second position: cached, now used
+    assert second == [2, 2] and len(lm._replies) == 2
+    path = [*followed, int(lm.next_top(followed).ids[0])]
+    lm.next_top(path)
+    assert lm._replies[-1][0] == 4
+    for node in ([], [other], path):
+        full = lm.next_logprobs(node)
+        top = lm.next_top(node)
+        assert np.allclose(top.logprobs, full[top.ids], atol=1e-4)
+
+
 # -- bad input found at connect --------------------------------------------------------------------------
 def test_a_wrong_model_name_names_the_served_ones(llama_server):  # noqa: F811
     lm = connect(llama_server.url, server_model="qwen2.5-coder-7b")

@@ -189,8 +189,9 @@ def test_a_position_left_out_puts_no_distribution_at_a_wrong_node(llama_server):
 def test_a_continuation_ends_before_the_first_position_left_out(llama_server):  # noqa: F811
     """GAP_LATER: the greedy path takes a byte token inside a character at position 9.
     The first request (the server not yet known to leave positions out) fills the nine
-    nodes before it and nothing after; two more follow the path past it (llama-server's
-    own endpoint needs 2); the decode is the engine's argmax path."""
+    nodes before it and nothing after; past it, the continuation that avoids such tokens
+    leaves the path at once, so the next asks for two positions and the last for the
+    rest (three requests); the decode is the engine's argmax path."""
     lm = connect(llama_server.url)
     witness = connect(llama_server.url, dialect="auto")
     expected = greedy(witness, GAP_LATER, 16).samples[0].token_ids
@@ -201,7 +202,7 @@ def test_a_continuation_ends_before_the_first_position_left_out(llama_server):  
     assert lm.server_calls - calls == 1 and lm._leaves_out
     assert sorted(lm._cache, key=len) == [tuple(expected[:i]) for i in range(9)]
     result = greedy(lm, GAP_LATER, 16)
-    assert result.samples[0].token_ids == expected and result.counters.server_calls == 2
+    assert result.samples[0].token_ids == expected and result.counters.server_calls == 3
     _assert_every_cached_node_is_its_own(lm, witness)
 
 

@@ -37,7 +37,9 @@ What this module owns:
   top-K at every position, so every node along the engine's own path (its argmax path
   for greedy decoding, a seeded sample otherwise) is filled by that one request; a new
   request is needed only where the decoder leaves that path.  `server_calls` counts
-  requests.
+  requests.  Past the first request of a prompt the length follows use, as TCP's window
+  does: the next request asks for twice the part of the last reply the decoder used
+  (every position computed ahead costs one token of the server's time).
 - **positions left out**: llama-server gives no log-probabilities for a token after
   which the text ends inside a UTF-8 character.  On its own endpoint the token ids still
   come back and the positions are aligned by replaying its rule.  An OpenAI reply gives
@@ -263,6 +265,10 @@ class ServerLanguageModel(PartialLanguageModel):
         self._prompt: tuple[int, ...] = ()
         self._max_new_tokens = 0
         self._cache: dict[tuple[int, ...], TopK] = {}
+        #: per cached node, the request that computed it and its position in that reply
+        self._origin: dict[tuple[int, ...], tuple[int, int]] = {}
+        #: per request of the current prompt: [positions returned, positions the decoder used]
+        self._replies: list[list[int]] = []
         self._ineligible: list[int] | None = None
         self._splitting: list[int] | None = None
         #: full distributions asked for (the tree enumerates a tail through them), per path
@@ -866,6 +872,8 @@ class ServerLanguageModel(PartialLanguageModel):
         prompt = tuple(ids)
         if prompt != self._prompt or len(self._cache) > MAX_CACHED_NODES:
             self._cache.clear()
+            self._origin.clear()
+            self._replies.clear()
             self._drawn.clear()
             self._full.clear()
         self._prompt = prompt
@@ -883,12 +891,31 @@ class ServerLanguageModel(PartialLanguageModel):
 
     def _fill(self, path: tuple[int, ...], positions: Sequence[Position]) -> None:
         """Cache the top-K of every position along the reply's continuation."""
+        serial = len(self._replies)
+        self._replies.append([len(positions), 1])
         node = path
-        for position in positions:
+        for depth, position in enumerate(positions):
             if position.top is not None and position.top and node not in self._cache:
                 self._cache[node] = self._top(position)
+                self._origin[node] = (serial, depth)
             node = node + (position.token,)
             self.tokens_fed += 1
+
+    def _used(self, node: tuple[int, ...]) -> None:
+        """Count a cached node as used by the decoder (it asked for its distribution)."""
+        origin = self._origin.get(node)
+        if origin is not None:
+            reply = self._replies[origin[0]]
+            reply[1] = max(reply[1], origin[1] + 1)
+
+    def _next_lookahead(self, path: tuple[int, ...]) -> int | None:
+        """The continuation to ask for at a node no reply has reached: the whole
+        lookahead at the prompt's root; after it, twice the part of the last reply the
+        decoder used (a reply followed to its end doubles, one left at its first position
+        asks for two)."""
+        if not path or not self._replies:
+            return None
+        return min(self.options.lookahead, 2 * self._replies[-1][1])
 
     def _never_generated(self) -> list[int]:
         """Special and padding ids (EOS excepted): a continuation computed ahead avoids
@@ -935,8 +962,9 @@ class ServerLanguageModel(PartialLanguageModel):
         key = tuple(int(t) for t in path)
         cached = self._cache.get(key)
         if cached is not None:
+            self._used(key)
             return cached
-        reply = self._complete(key, greedy=greedy, seed=seed, what="a completion")
+        reply = self._complete(key, greedy=greedy, seed=seed, what="a completion", ahead=self._next_lookahead(key))
         if key not in self._cache and reply.left_out and self.can_exclude:
             # the first token ended inside a character and its position was left out (the
             # first reply that showed this server does so): again, avoiding such tokens
