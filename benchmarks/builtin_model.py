@@ -174,7 +174,7 @@ def main() -> None:
     # new path, time that would be counted against the decoders)
     settings = Settings(model="builtin", timeout_ms=args.timeout_ms, temperature=0.0, python_path=sys.executable)
     if args.smoke:  # validity from a snapshot of numpy: no jedi process to start
-        from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
+        from adaptrack_lsp.apis.snapshot import module_snapshot, write_snapshot
 
         snapshot = Path(cache.name) / "numpy-snapshot.json"
         write_snapshot(module_snapshot("numpy", ("linalg", "random")), snapshot)

@@ -55,7 +55,7 @@ CODE_PREFIXES = [
 
 
 def numpy_names() -> list[str]:
-    from adaptrack_lsp.constrainers.snapshot import module_snapshot
+    from adaptrack_lsp.apis.snapshot import module_snapshot
 
     return module_snapshot("numpy", ("linalg", "random", "fft", "polynomial", "ma", "char", "testing"))["names"]
 

@@ -54,7 +54,7 @@ def low_rank(matrix, rank):
 
 
 def numpy_names() -> list[str]:
-    from adaptrack_lsp.constrainers.snapshot import module_snapshot
+    from adaptrack_lsp.apis.snapshot import module_snapshot
 
     return module_snapshot("numpy", ("linalg", "random", "fft", "polynomial", "ma", "char", "testing"))["names"]
 

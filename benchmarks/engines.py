@@ -92,7 +92,7 @@ NAN = float("nan")
 # -- models ---------------------------------------------------------------------------------
 def model_folder(name: str, smoke: bool, seed: int) -> Path:
     """The random-weight model folder (f16 safetensors, config, tokenizer), built once."""
-    from adaptrack_lsp.completion.lm.tiny import cached_build
+    from adaptrack_lsp.cache import cached_build
 
     config = (SMOKE_CONFIGS if smoke else CONFIGS)[name]
     key = hashlib.sha256(json.dumps([config, seed, smoke, 2], sort_keys=True).encode()).hexdigest()[:12]
@@ -161,8 +161,8 @@ def load_tokenizer(smoke: bool):
 
 def gguf_file(folder: Path, outtype: str) -> Path:
     """`folder` written as GGUF (`outtype`), once."""
+    from adaptrack_lsp.cache import cached_build
     from adaptrack_lsp.completion.lm.gguf_export import export_gguf
-    from adaptrack_lsp.completion.lm.tiny import cached_build
 
     out = cached_build(
         f"{folder.name}-{outtype}", lambda target: export_gguf(folder, target / "model.gguf", outtype), marker="model.gguf"

@@ -194,7 +194,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=200, help="checks timed per text")
     args = parser.parse_args()
 
-    from adaptrack_lsp.constrainers.jedi_index import JediIndex
+    from adaptrack_lsp.apis.jedi_index import JediIndex
 
     cases = [case for case in CASES if case[0] == "numpy"] if args.smoke else CASES
     repeats = 20 if args.smoke else args.repeats

@@ -113,7 +113,7 @@ class StdioPeer:
 
 
 def numpy_snapshot(folder: Path) -> str:
-    from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
+    from adaptrack_lsp.apis.snapshot import module_snapshot, write_snapshot
 
     path = folder / "numpy.json"
     write_snapshot(module_snapshot("numpy", ("linalg", "random", "fft")), path)

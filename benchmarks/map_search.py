@@ -35,12 +35,12 @@ def main() -> None:
 
     import numpy
 
+    from adaptrack_lsp.apis.static_index import StaticIndex
     from adaptrack_lsp.completion.context import PromptBuilder
     from adaptrack_lsp.completion.decoders import get_decoder
     from adaptrack_lsp.completion.decoding import DecodeRequest
     from adaptrack_lsp.completion.lm.loading import load_model
     from adaptrack_lsp.constrainers.environment import token_constraint
-    from adaptrack_lsp.constrainers.static_index import StaticIndex
 
     index = StaticIndex(f"numpy.{name}" for name in dir(numpy) if not name.startswith("_"))
     lm = load_model("tiny", device="cpu")

@@ -56,8 +56,9 @@ def llama_server_binary() -> Path | None:
 
 
 def tiny_gguf() -> Path:
+    from adaptrack_lsp.cache import cached_build
     from adaptrack_lsp.completion.lm.gguf_export import export_gguf
-    from adaptrack_lsp.completion.lm.tiny import cached_build, tiny_model_path
+    from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
     folder = tiny_model_path()
     return cached_build(f"{folder.name}-gguf-f32", lambda t: export_gguf(folder, t / "tiny-f32.gguf", "f32", name="tiny"), "tiny-f32.gguf") / "tiny-f32.gguf"

@@ -44,8 +44,9 @@ def llama_server_binary() -> Path | None:
 
 def tiny_gguf() -> Path:
     """The built-in tiny model as an f32 GGUF, built once in the cache."""
+    from adaptrack_lsp.cache import cached_build
     from adaptrack_lsp.completion.lm.gguf_export import export_gguf
-    from adaptrack_lsp.completion.lm.tiny import cached_build, tiny_model_path
+    from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
     folder = tiny_model_path()
 

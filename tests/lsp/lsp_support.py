@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
+from adaptrack_lsp.apis.snapshot import module_snapshot, write_snapshot
 
 SERVER_COMMAND = [sys.executable, "-m", "adaptrack_lsp", "serve"]
 

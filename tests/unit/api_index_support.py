@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from adaptrack_lsp.constrainers.api_index import JediIndex
+from adaptrack_lsp.apis.index import JediIndex
 
 #: long enough that answers on a loaded CI machine are definitive, not "unknown yet"
 LOOKUP_TIMEOUT_S = 600.0

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
+from adaptrack_lsp.apis.snapshot import module_snapshot
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
-from adaptrack_lsp.constrainers.snapshot import module_snapshot
 from adaptrack_lsp.constrainers.token_index import TokenIndex
 
 DOCUMENT = "import numpy as np\n"

@@ -15,8 +15,8 @@ import types
 
 import pytest
 
-from adaptrack_lsp.constrainers import api_index
-from adaptrack_lsp.constrainers.api_index import (
+from adaptrack_lsp.apis import index as api_index
+from adaptrack_lsp.apis.index import (
     APIIndex,
     JediIndex,
     Member,
@@ -31,12 +31,12 @@ from adaptrack_lsp.constrainers.api_index import (
     tensorflow_v1_setting,
     write_snapshot,
 )
-from adaptrack_lsp.constrainers.introspect_worker import (
+from adaptrack_lsp.apis.introspect_worker import (
     body_only_raises,
     is_placeholder,
     public_members,
 )
-from adaptrack_lsp.constrainers.jedi_index import module_facts
+from adaptrack_lsp.apis.jedi_index import module_facts
 
 # ---------------------------------------------------------------- placeholders
 
@@ -198,7 +198,7 @@ def test_lookup_exception_is_unknown_and_retried_later(monkeypatch):
     assert index.members(("json",)) is None
     assert index.members(("json",)) is None  # failed recently: not asked again yet
     assert calls == [("json",)] and ("json",) not in index._memory
-    monkeypatch.setattr("adaptrack_lsp.constrainers.jedi_index.RETRY_FAILED_AFTER_S", 0.0)
+    monkeypatch.setattr("adaptrack_lsp.apis.jedi_index.RETRY_FAILED_AFTER_S", 0.0)
     assert index.members(("json",)) is None
     assert calls == [("json",), ("json",)]
     index.close()

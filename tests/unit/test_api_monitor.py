@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adaptrack_lsp.apis.index import APIIndex
 from adaptrack_lsp.constrainers.api import (
     FRESH_CODE,
     ApiMonitor,
@@ -15,7 +16,6 @@ from adaptrack_lsp.constrainers.api import (
     learn_roots,
     safe_lex_start,
 )
-from adaptrack_lsp.constrainers.api_index import APIIndex
 
 NAMES = [
     "numpy.linalg.norm",
@@ -281,7 +281,7 @@ def test_real_numpy_through_jedi_index_when_available():
 
     import numpy
 
-    from adaptrack_lsp.constrainers import api_index
+    from adaptrack_lsp.apis import index as api_index
 
     jedi_index_class = getattr(api_index, "JediIndex", None)
     if jedi_index_class is None:

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adaptrack_lsp.apis.index import Signature, dotted
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
-from adaptrack_lsp.constrainers.api_index import Signature, dotted
 from adaptrack_lsp.constrainers.call_arguments import (
     FRESH,
     KeywordArguments,
@@ -450,7 +450,7 @@ def test_keywords_at_argument_starts_and_keyword_choice():
 def test_signature_notation_round_trip():
     import inspect
 
-    from adaptrack_lsp.constrainers.introspect_worker import signature_items
+    from adaptrack_lsp.apis.introspect_worker import signature_items
 
     def f(a, b, /, c, *args, d, e=1, **kw): ...
 

@@ -14,12 +14,10 @@ import time
 
 import pytest
 
-from adaptrack_lsp.constrainers.api import ConstraintContext
-from adaptrack_lsp.constrainers.api_index import Signature, call_key
-from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
-from adaptrack_lsp.constrainers.jedi_index import JediIndex
-from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
-from adaptrack_lsp.constrainers.snapshot import (
+from adaptrack_lsp.apis.index import Signature, call_key
+from adaptrack_lsp.apis.jedi_index import JediIndex
+from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
+from adaptrack_lsp.apis.snapshot import (
     SnapshotError,
     SnapshotIndex,
     compat_v1_as_root,
@@ -28,6 +26,8 @@ from adaptrack_lsp.constrainers.snapshot import (
     validate_snapshot,
     write_snapshot,
 )
+from adaptrack_lsp.constrainers.api import ConstraintContext
+from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
 
 from api_index_support import install_fake_package, make_fixture_venv
 
@@ -302,7 +302,7 @@ def test_tf_v1_setting_keeps_the_compat_v1_signatures():
 
 
 def test_module_snapshot_has_signatures():
-    from adaptrack_lsp.constrainers.snapshot import module_snapshot
+    from adaptrack_lsp.apis.snapshot import module_snapshot
 
     data = module_snapshot("json")
     assert "indent" in data["signatures"]["json.dumps()"]
@@ -331,7 +331,7 @@ def test_a_signature_that_fails_to_load_is_unknown_and_logged_at_debug_level(mon
 
     monkeypatch.setattr(index, "_lookup_signature", broken)
     try:
-        with caplog.at_level(logging.DEBUG, logger="adaptrack_lsp.constrainers.jedi_index"):
+        with caplog.at_level(logging.DEBUG, logger="adaptrack_lsp.apis.jedi_index"):
             assert index.signature(call_key(("json", "dumps"))) is None
         assert "stub file is garbage" in caplog.text
         assert not [record for record in caplog.records if record.levelno >= logging.WARNING]

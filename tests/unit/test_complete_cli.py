@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from adaptrack_lsp.apis.snapshot import module_snapshot, write_snapshot
 from adaptrack_lsp.commands.complete import cursor_offset, parse_location
-from adaptrack_lsp.constrainers.snapshot import module_snapshot, write_snapshot
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -57,7 +57,7 @@ def test_json_verdicts_and_where_a_text_may_end(document, capsys):
 
 
 def test_the_api_part_names_the_library_version(tmp_path, monkeypatch, capsys):
-    from adaptrack_lsp.constrainers.api_index import bundled_snapshot
+    from adaptrack_lsp.apis.index import bundled_snapshot
 
     monkeypatch.chdir(tmp_path)
     source = tmp_path / "tf.py"

@@ -238,7 +238,7 @@ def test_cached_build_builds_once_under_concurrent_first_use(tmp_path, monkeypat
     import threading
     import time
 
-    from adaptrack_lsp.completion.lm import tiny as tiny_module
+    from adaptrack_lsp import cache as cache_module
 
     monkeypatch.setenv("ADAPTRACK_CACHE", str(tmp_path))
     builds = []
@@ -254,7 +254,7 @@ def test_cached_build_builds_once_under_concurrent_first_use(tmp_path, monkeypat
     (tmp_path / "artifact" / "weights.bin").write_bytes(b"partial")
     results = []
     threads = [
-        threading.Thread(target=lambda: results.append(tiny_module.cached_build("artifact", build, marker="done.json")))
+        threading.Thread(target=lambda: results.append(cache_module.cached_build("artifact", build, marker="done.json")))
         for _ in range(4)
     ]
     for thread in threads:
@@ -271,13 +271,13 @@ def test_cached_build_builds_once_under_concurrent_first_use(tmp_path, monkeypat
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        tiny_module.cached_build("other", failing, marker="done.json")
+        cache_module.cached_build("other", failing, marker="done.json")
     assert not (tmp_path / "other").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".artifact.lock", ".other.lock", "artifact"]
 
 
 def test_cache_root_follows_the_environment(tmp_path, monkeypatch):
-    from adaptrack_lsp.completion.lm.tiny import cache_root
+    from adaptrack_lsp.config import cache_root
 
     monkeypatch.setenv("ADAPTRACK_CACHE", str(tmp_path / "explicit"))
     assert cache_root() == tmp_path / "explicit"

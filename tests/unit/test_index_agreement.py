@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from adaptrack_lsp.constrainers.api_index import Member, SnapshotIndex
-from adaptrack_lsp.constrainers.introspect_worker import public_members, resolve
+from adaptrack_lsp.apis.index import Member, SnapshotIndex
+from adaptrack_lsp.apis.introspect_worker import public_members, resolve
 
 from api_index_support import requires_tensorflow, venv_index
 

@@ -167,7 +167,7 @@ def test_interpreter_that_hangs_leaves_the_document_unconstrained_saying_why(tmp
     hanging = tmp_path / "python"
     hanging.write_text("#!/bin/sh\nsleep 60\n")
     hanging.chmod(0o755)
-    monkeypatch.setattr("adaptrack_lsp.constrainers.jedi_index.PROBE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("adaptrack_lsp.apis.jedi_index.PROBE_TIMEOUT_S", 0.5)
     monkeypatch.setenv("ADAPTRACK_CACHE", str(tmp_path / "cache"))
     service = CompletionService(
         Settings(model="tabular", timeout_ms=60_000, max_new_tokens=5, python_path=str(hanging)),

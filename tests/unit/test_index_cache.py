@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from adaptrack_lsp.constrainers.api_index import JediIndex
-from adaptrack_lsp.constrainers.index_cache import CACHE_FORMAT, EnvironmentFacts, IndexCache
+from adaptrack_lsp.apis.index import JediIndex
+from adaptrack_lsp.apis.index_cache import CACHE_FORMAT, EnvironmentFacts, IndexCache
 
 from api_index_support import install_fake_package, make_fixture_venv, site_packages
 
@@ -105,7 +105,7 @@ def test_unwritable_cache_folder_works_without_disk_cache_and_logs_once(venv_pyt
     blocker.write_text("not a folder")
     install_fake_package(venv_python, "numpy", "5.0.0", OLD_NUMPY)
     index = new_index(venv_python, blocker / "cache", runtime_introspection=False)
-    with caplog.at_level(logging.WARNING, logger="adaptrack_lsp.constrainers.index_cache"):
+    with caplog.at_level(logging.WARNING, logger="adaptrack_lsp.apis.index_cache"):
         assert "old_api" in index.members(("numpy",))
         assert "reshape" in index.members(("numpy", "ndarray"))
         assert index.members(("json",)) is not None

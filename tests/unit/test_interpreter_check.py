@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from adaptrack_lsp.apis.interpreter_check import call_with_time_limit
+from adaptrack_lsp.apis.jedi_index import JediIndex
 from adaptrack_lsp.config import parse_settings
-from adaptrack_lsp.constrainers.interpreter_check import call_with_time_limit
-from adaptrack_lsp.constrainers.jedi_index import JediIndex
 
 
 def test_jedi_index_reports_the_problem_instead_of_an_empty_one():
@@ -43,7 +43,7 @@ def test_a_hanging_interpreter_and_its_children_are_stopped_in_time(tmp_path):
     holding the pipes open does not hold the call."""
     import stat as stat_module
 
-    from adaptrack_lsp.constrainers.index_cache import EnvironmentProbeError, probe_environment
+    from adaptrack_lsp.apis.index_cache import EnvironmentProbeError, probe_environment
 
     hanging = tmp_path / "hanging-python"
     hanging.write_text("#!/bin/sh\nsleep 600 &\nexec sleep 600\n", encoding="utf-8")

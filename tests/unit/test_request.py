@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_service import make_service
 
+from adaptrack_lsp.apis import imports
+from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.completion.context import PromptPlan
 from adaptrack_lsp.completion.request import CANCELLED, INDEX_PENDING, SUPERSEDED, CompletionRequest, RequestControl
 from adaptrack_lsp.config import Settings
-from adaptrack_lsp.constrainers import imports
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
-from adaptrack_lsp.constrainers.static_index import StaticIndex
 
 
 def test_the_request_holds_the_typed_word_the_imports_and_a_stable_seed():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptrack_lsp.constrainers.api_index import path_exists
+from adaptrack_lsp.apis.index import path_exists
 
 from api_index_support import requires_tensorflow, venv_index
 

@@ -19,18 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from adaptrack_lsp.completion.service import CompletionService
-from adaptrack_lsp.config import Settings, model_argument, parse_settings
-from adaptrack_lsp.constrainers import introspection
-from adaptrack_lsp.constrainers.introspection import RuntimeIntrospector
-from adaptrack_lsp.constrainers.jedi_index import JediIndex, find_python
-from adaptrack_lsp.constrainers.snapshot import (
+from adaptrack_lsp.apis import introspection
+from adaptrack_lsp.apis.introspection import RuntimeIntrospector
+from adaptrack_lsp.apis.jedi_index import JediIndex, find_python
+from adaptrack_lsp.apis.snapshot import (
     MAX_SNAPSHOT_BYTES,
     SnapshotError,
     SnapshotIndex,
     read_snapshot,
     validate_snapshot,
 )
+from adaptrack_lsp.completion.service import CompletionService
+from adaptrack_lsp.config import Settings, model_argument, parse_settings
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="process groups and resource limits are POSIX")
 
@@ -259,7 +259,7 @@ def test_the_index_walk_is_contained(tmp_path, monkeypatch):
     """`adaptrack-lsp index` (and `eval --python`) import the package they walk: the walk
     sees no secrets, runs outside the working folder, and a process the package starts
     dies with it (before, it inherited the environment and held the walk open)."""
-    from adaptrack_lsp.constrainers.snapshot import walk_snapshot
+    from adaptrack_lsp.apis.snapshot import walk_snapshot
 
     report = tmp_path / "report.json"
     python = _environment_with(tmp_path, "sandbox_probe", f"REPORT = {str(report)!r}\n" + PROBE)
@@ -285,7 +285,7 @@ def test_the_worker_group_dies_when_the_server_process_exits(tmp_path):
     # a server process that starts a worker and exits without closing anything
     script = (
         "import sys\n"
-        "from adaptrack_lsp.constrainers.introspection import RuntimeIntrospector\n"
+        "from adaptrack_lsp.apis.introspection import RuntimeIntrospector\n"
         f"worker = RuntimeIntrospector({python!r}, timeout_s=60)\n"
         "assert worker.members(('sandbox_probe',)).members is not None\n"
         "print(worker.pid, worker._sandbox_dir, flush=True)\n"

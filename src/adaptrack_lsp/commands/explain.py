@@ -106,10 +106,10 @@ class Explainer:
 
     def explain(self, prefix: str, text: str, suffix: str = "") -> dict:
         """The verdict for `text` after `prefix` (and before `suffix`)."""
+        from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
         from adaptrack_lsp.completion.pipeline import wait_for_paths
         from adaptrack_lsp.completion.request import CompletionRequest
         from adaptrack_lsp.constrainers.environment import text_constraint
-        from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
 
         request = CompletionRequest.build(prefix + suffix, len(prefix), settings=self.settings)
         given_up: set = set()

@@ -4,13 +4,13 @@ The public API walk runs in a contained subprocess started with the environment'
 interpreter (`constrainers.snapshot.walk_snapshot`), so the snapshot states what *that*
 environment provides: its public names and the signatures of its functions and classes
 (so a target version that is not installed constrains keyword arguments too).  See
-`constrainers/snapshot.py` for the format.
+`apis/snapshot.py` for the format.
 """
 
 from __future__ import annotations
 
-from adaptrack_lsp.constrainers.snapshot import DEFAULT_MAX_DEPTH, walk_snapshot
-from adaptrack_lsp.constrainers.snapshot import DEFAULT_WALK_TIMEOUT_S as DEFAULT_TIMEOUT_S
+from adaptrack_lsp.apis.snapshot import DEFAULT_MAX_DEPTH, walk_snapshot
+from adaptrack_lsp.apis.snapshot import DEFAULT_WALK_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
 HELP = "write an API snapshot (dotted public names and call signatures) of a package installed in a Python environment"
 
@@ -32,8 +32,8 @@ def run(args) -> int:
     import json
     import sys
 
-    from adaptrack_lsp.constrainers.jedi_index import find_python
-    from adaptrack_lsp.constrainers.snapshot import write_snapshot
+    from adaptrack_lsp.apis.jedi_index import find_python
+    from adaptrack_lsp.apis.snapshot import write_snapshot
 
     if args.max_depth < 1:
         print("adaptrack-lsp index: --max-depth must be at least 1", file=sys.stderr)

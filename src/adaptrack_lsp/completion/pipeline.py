@@ -23,15 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptrack_lsp.apis.index import dotted
+from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
-from adaptrack_lsp.constrainers.api_index import dotted
 from adaptrack_lsp.constrainers.environment import (
     ConstraintEnvironment,
     ConstraintInfo,
     syntax_status,
     token_constraint,
 )
-from adaptrack_lsp.constrainers.ready_index import ReadyOnlyIndex
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adaptrack_lsp.apis.imports import document_roots
+from adaptrack_lsp.apis.index import CALL
 from adaptrack_lsp.config import Settings
-from adaptrack_lsp.constrainers.api_index import CALL
-from adaptrack_lsp.constrainers.imports import document_roots
 
 MODES = ("inline", "list")
 #: the identifier characters typed right before the cursor on its line

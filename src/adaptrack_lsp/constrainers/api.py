@@ -1,7 +1,7 @@
 """The API monitor: every attribute chain on an imported module names a real member.
 
 `ApiMonitor` is a text-level `Constrainer`.  It takes root aliases from the document's
-imports (`constrainers/imports.py`), lexes the generated Python character by character (strings, comments and f-strings never trigger
+imports (`apis/imports.py`), lexes the generated Python character by character (strings, comments and f-strings never trigger
 it) and constrains each attribute chain whose root resolves: every name after ``.`` must
 be a member of the path so far (`APIIndex.members`), and a chain may end only on a
 complete member name.  Unknown roots and paths (``members() is None``, or an index that
@@ -10,7 +10,7 @@ raises) are unconstrained.
 States are small immutable tuples (see the ``_CODE``... mode constants).  `token_mask`
 is the fast full-vocabulary mask used by `constrainers.token_index.TokenIndex`; its
 tables live in `_ApiMasks`, which reads the lexer states of this module.  In-memory
-indexes from dotted names are in `constrainers/static_index.py`.
+indexes from dotted names are in `apis/static_index.py`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member
+from adaptrack_lsp.apis.imports import learn_roots
+from adaptrack_lsp.apis.index import APIIndex, Member
+from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.constrainers.base import Constrainer
-from adaptrack_lsp.constrainers.imports import learn_roots
-from adaptrack_lsp.constrainers.static_index import StaticIndex
 
 __all__ = ["ApiMonitor", "ConstraintContext", "FRESH_CODE", "StaticIndex", "learn_roots", "safe_lex_start"]
 

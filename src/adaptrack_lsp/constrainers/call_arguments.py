@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from adaptrack_lsp.constrainers.api_index import CALL, APIIndex, Signature, call_key, dotted
+from adaptrack_lsp.apis.imports import learn_roots
+from adaptrack_lsp.apis.index import CALL, APIIndex, Signature, call_key, dotted
 from adaptrack_lsp.constrainers.base import Constrainer
-from adaptrack_lsp.constrainers.imports import learn_roots
 
 if TYPE_CHECKING:  # pragma: no cover
     from adaptrack_lsp.constrainers.token_index import TokenIndex

@@ -230,13 +230,13 @@ class ConstraintEnvironment:
                     return None, ConstraintInfo(source="none")
                 return index, ConstraintInfo(source=getattr(index, "source", "") or "custom")
             if settings.api_snapshot:
-                from adaptrack_lsp.constrainers.api_index import SnapshotIndex
+                from adaptrack_lsp.apis.index import SnapshotIndex
 
                 index = SnapshotIndex(settings.api_snapshot)
                 return index, ConstraintInfo(
                     source="snapshot", environment=str(settings.api_snapshot), reason="setting apiSnapshot"
                 )
-            from adaptrack_lsp.constrainers.api_index import JediIndex
+            from adaptrack_lsp.apis.index import JediIndex
 
             index = JediIndex(
                 python=settings.python_path,
@@ -317,7 +317,7 @@ class ConstraintEnvironment:
                     return self._warm_futures.get(document)
 
         def job():
-            from adaptrack_lsp.constrainers.imports import document_roots
+            from adaptrack_lsp.apis.imports import document_roots
 
             with self._warm_lock:
                 latest = self._warm_texts.pop(document, text) if document else text

@@ -132,7 +132,7 @@ def _load_or_build() -> SyntaxTable:
     text = grammar_text()
     digest = hashlib.sha256(f"{TABLE_FORMAT}\0{version('lark')}\0{text}".encode()).hexdigest()[:16]
     try:
-        from adaptrack_lsp.completion.lm.tiny import cached_build
+        from adaptrack_lsp.cache import cached_build
 
         def build(folder) -> None:
             (folder / "table.json").write_text(json.dumps(build_table(text)), encoding="utf-8")

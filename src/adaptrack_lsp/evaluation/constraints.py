@@ -44,8 +44,8 @@ class APISnapshot:
 def load_api_snapshot(snapshot: str | None = None, python: str | None = None) -> APISnapshot:
     """The TF API from a snapshot file, another interpreter's TensorFlow, or the committed snapshot."""
     # imported through api_index: importing constrainers.snapshot first is circular
-    from adaptrack_lsp.constrainers.api_index import SnapshotError, read_snapshot
-    from adaptrack_lsp.constrainers.snapshot import walk_snapshot
+    from adaptrack_lsp.apis.index import SnapshotError, read_snapshot
+    from adaptrack_lsp.apis.snapshot import walk_snapshot
 
     if snapshot is not None and python is not None:
         raise ValueError("give either an API snapshot or a Python interpreter, not both")
@@ -58,7 +58,7 @@ def load_api_snapshot(snapshot: str | None = None, python: str | None = None) ->
             origin = f"tensorflow {data.get('version')} in {python}"
         else:
             if snapshot is None:
-                from adaptrack_lsp.constrainers.api_index import bundled_snapshot
+                from adaptrack_lsp.apis.index import bundled_snapshot
 
                 try:
                     snapshot = bundled_snapshot("tensorflow")
@@ -75,7 +75,7 @@ def load_api_snapshot(snapshot: str | None = None, python: str | None = None) ->
 
 def setting_index(api: APISnapshot, setting: str):
     """`SnapshotIndex` for a TFv1 setting: "v2" = the snapshot, "v1" = compat.v1 as the root."""
-    from adaptrack_lsp.constrainers.api_index import SnapshotIndex, compat_v1_as_root
+    from adaptrack_lsp.apis.index import SnapshotIndex, compat_v1_as_root
 
     if setting == "v2":
         return SnapshotIndex(data=api.data)

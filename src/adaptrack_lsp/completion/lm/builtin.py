@@ -604,11 +604,11 @@ def build_model(
 # -- the cache ---------------------------------------------------------------------------
 def recipe_key(recipe: dict | None = None) -> str:
     """The cache folder name: a hash of the recipe, Python, tokenizers and the corpus versions."""
-    from adaptrack_lsp.completion.lm.tiny import _recipe_key
+    from adaptrack_lsp.cache import recipe_key
 
     recipe = BUILTIN_RECIPE if recipe is None else recipe
     packages = [CorpusPackage(module, distribution) for module, distribution in recipe["packages"]]
-    return _recipe_key("builtin", {**recipe, "corpus_versions": identity(packages), "numpy": np.__version__.split(".")[0]}, with_torch=False)
+    return recipe_key("builtin", {**recipe, "corpus_versions": identity(packages), "numpy": np.__version__.split(".")[0]}, with_torch=False)
 
 
 class DamagedModel(ValueError):
@@ -656,7 +656,7 @@ def load_builtin_model(
     An unwritable cache root: built in memory (one warning; rebuilt at every start).
     `recipe`: `BUILTIN_RECIPE` unless given.
     """
-    from adaptrack_lsp.completion.lm.tiny import _file_lock
+    from adaptrack_lsp.cache import file_lock
 
     recipe = BUILTIN_RECIPE if recipe is None else recipe
     root = cache_root()
@@ -676,7 +676,7 @@ def load_builtin_model(
             problem,
         )
         return build_model(recipe, progress, show_bar).model(recipe)
-    with _file_lock(root / f".{name}.lock"):
+    with file_lock(root / f".{name}.lock"):
         if (folder / MARKER).is_file():
             with contextlib.suppress(DamagedModel):
                 return load_folder(folder)  # built by another process meanwhile

@@ -135,8 +135,9 @@ def _log_since(mark: int, minimum: int = logging.WARNING) -> str:
 def tiny_gguf_path(outtype: str = "f32") -> Path:
     """The built-in ``tiny`` model written as GGUF (`outtype` weights), built once in the
     cache beside the model folder."""
+    from adaptrack_lsp.cache import cached_build
     from adaptrack_lsp.completion.lm.gguf_export import export_gguf
-    from adaptrack_lsp.completion.lm.tiny import cached_build, tiny_model_path
+    from adaptrack_lsp.completion.lm.tiny import tiny_model_path
 
     folder = tiny_model_path()
 

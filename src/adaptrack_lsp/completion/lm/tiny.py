@@ -1,6 +1,5 @@
 """The test model ``tiny`` and a large local tokenizer, both built offline and cached
-(the offline model users get is ``builtin``, `builtin.py`; its cache uses `cached_build`'s
-lock and `_recipe_key` from here).
+(the offline model users get is ``builtin``, `builtin.py`).
 
 ``tiny`` is a byte-level BPE tokenizer trained on a fixed, sorted subset of the Python
 standard library's sources and a 2-layer Llama with seeded random weights.  It is saved
@@ -21,19 +20,12 @@ first uses build once and never see a half-written folder.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
-import shutil
-import sys
 import sysconfig
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from adaptrack_lsp.config import cache_root
+from adaptrack_lsp.cache import cached_build, recipe_key
 
 TINY_NAME = "tiny"
 
@@ -67,67 +59,6 @@ SPECIAL_TOKENS = [
 ]
 
 LARGE_TOKENIZER_RECIPE = {"recipe": 1, "corpus_bytes": 14_000_000, "max_fragment_chars": 24}
-
-
-# -- cache directory, locking, atomic build ---------------------------------------------
-def _recipe_key(kind: str, recipe: dict, with_torch: bool) -> str:
-    import tokenizers
-
-    identity = {
-        "kind": kind,
-        "recipe": recipe,
-        "python": list(sys.version_info[:2]),
-        "tokenizers": tokenizers.__version__,
-    }
-    if with_torch:  # seeded initialisation may differ between torch releases
-        import torch
-
-        identity["torch"] = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{kind}-{digest}"
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
-        try:
-            import fcntl
-        except ImportError:  # no POSIX locks: the atomic rename still keeps builds safe
-            yield
-            return
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def cached_build(name: str, build: Callable[[Path], None], marker: str) -> Path:
-    """Folder `name` under the cache root, built by `build(tmp_dir)` if absent.
-
-    `marker` is a file `build` writes last; a folder without it is treated as absent.
-    """
-    root = cache_root()
-    final = root / name
-    if (final / marker).is_file():
-        return final
-    with _file_lock(root / f".{name}.lock"):
-        if (final / marker).is_file():
-            return final
-        temporary = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
-        try:
-            build(temporary)
-            if not (temporary / marker).is_file():
-                raise RuntimeError(f"building {name} did not produce {marker}")
-            if final.exists():  # a stale, incomplete folder from an interrupted build
-                shutil.rmtree(final)
-            os.chmod(temporary, 0o755)
-            os.rename(temporary, final)
-        finally:
-            if temporary.exists():
-                shutil.rmtree(temporary, ignore_errors=True)
-    return final
 
 
 # -- corpus -------------------------------------------------------------------------------
@@ -233,7 +164,7 @@ def _build_tiny(folder: Path) -> None:
 
 def tiny_model_path() -> Path:
     """Folder of the built-in tiny model (built on first use, < a minute)."""
-    return cached_build(_recipe_key("tiny", TINY_RECIPE, with_torch=True), _build_tiny, marker="adaptrack-recipe.json")
+    return cached_build(recipe_key("tiny", TINY_RECIPE, with_torch=True), _build_tiny, marker="adaptrack-recipe.json")
 
 
 # -- large tokenizer ----------------------------------------------------------------------
@@ -292,7 +223,7 @@ def build_large_tokenizer(min_vocab: int = 120_000):
         raise ValueError(f"min_vocab must be at least 1000, got {min_vocab}")
     recipe = {**LARGE_TOKENIZER_RECIPE, "vocab_size": int(min_vocab)}
     folder = cached_build(
-        _recipe_key("large-tokenizer", recipe, with_torch=False),
+        recipe_key("large-tokenizer", recipe, with_torch=False),
         lambda tmp: _build_large_tokenizer(tmp, int(min_vocab)),
         marker="adaptrack-recipe.json",
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member, Signature
+from adaptrack_lsp.apis.index import APIIndex, Member, Signature
 
 
 class ReadyOnlyIndex(APIIndex):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member, Signature, dotted
+from adaptrack_lsp.apis.index import APIIndex, Member, Signature, dotted
 
 
 class StaticIndex(APIIndex):

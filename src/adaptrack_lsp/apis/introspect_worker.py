@@ -2,7 +2,7 @@
 
 This file is run by the *user's* interpreter (``python -I introspect_worker.py ...``),
 so it imports only the standard library and nothing from ``adaptrack_lsp``.  It is also
-imported in-process (``adaptrack_lsp.constrainers.introspect_worker``) so that the
+imported in-process (``adaptrack_lsp.apis.introspect_worker``) so that the
 definitions of "public member" and "removed-API placeholder" exist exactly once.
 
 Definitions (shared by the runtime fallback, the ``index`` command and the agreement

@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaptrack_lsp.constrainers.api_index import Member
+from adaptrack_lsp.apis.index import Member
 
 log = logging.getLogger(__name__)
 

@@ -314,7 +314,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"adaptrack_lsp.constrainers.{module}"), name)
+    value = getattr(importlib.import_module(f"adaptrack_lsp.apis.{module}"), name)
     globals()[name] = value
     return value
 

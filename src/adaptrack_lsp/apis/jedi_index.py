@@ -59,9 +59,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adaptrack_lsp.config import cache_root as default_cache_dir
-from adaptrack_lsp.constrainers.api_index import CALL, APIIndex, Member, Signature, dotted, is_call_key
-from adaptrack_lsp.constrainers.index_cache import (
+from adaptrack_lsp.apis.index import CALL, APIIndex, Member, Signature, dotted, is_call_key
+from adaptrack_lsp.apis.index_cache import (
     PROBE_TIMEOUT_S,
     EnvironmentFacts,
     EnvironmentProbeError,
@@ -72,7 +71,8 @@ from adaptrack_lsp.constrainers.index_cache import (
     probe_environment,
     stamps_match,
 )
-from adaptrack_lsp.constrainers.introspect_worker import function_node_only_raises
+from adaptrack_lsp.apis.introspect_worker import function_node_only_raises
+from adaptrack_lsp.config import cache_root as default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -510,7 +510,7 @@ class JediIndex(APIIndex):
             return
         import jedi
 
-        from adaptrack_lsp.constrainers.interpreter_check import ENVIRONMENT_TIMEOUT_S, call_with_time_limit
+        from adaptrack_lsp.apis.interpreter_check import ENVIRONMENT_TIMEOUT_S, call_with_time_limit
 
         try:
             environment = call_with_time_limit(
@@ -539,7 +539,7 @@ class JediIndex(APIIndex):
 
     def _introspection(self):
         if self._introspector is None:
-            from adaptrack_lsp.constrainers.introspection import RuntimeIntrospector
+            from adaptrack_lsp.apis.introspection import RuntimeIntrospector
 
             self._introspector = RuntimeIntrospector(self.python, timeout_s=self.runtime_timeout_s)
         return self._introspector

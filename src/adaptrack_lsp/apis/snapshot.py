@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adaptrack_lsp.constrainers.api_index import APIIndex, Member, Signature, dotted
+from adaptrack_lsp.apis.index import APIIndex, Member, Signature, dotted
 
 #: deepest name walked, in dotted parts after the package
 DEFAULT_MAX_DEPTH = 8
@@ -219,7 +219,7 @@ def compat_v1_as_root(data: Mapping[str, Any], compat_prefix: str = "compat.v1")
 
 def tensorflow_v1_setting(path: str | os.PathLike | None = None) -> SnapshotIndex:
     """SnapshotIndex of the TF v1 setting (default: the bundled TF 2.21 snapshot)."""
-    from adaptrack_lsp.constrainers.api_index import bundled_snapshot
+    from adaptrack_lsp.apis.index import bundled_snapshot
 
     data = read_snapshot(path if path is not None else bundled_snapshot("tensorflow"))
     return SnapshotIndex(data=compat_v1_as_root(data))
@@ -253,7 +253,7 @@ def module_snapshot(package: str, submodules: Iterable[str] = ()) -> dict[str, A
     import importlib
     import types
 
-    from adaptrack_lsp.constrainers.introspect_worker import signature_of
+    from adaptrack_lsp.apis.introspect_worker import signature_of
 
     module = importlib.import_module(package)
     names: list[str] = []
@@ -284,8 +284,8 @@ def walk_snapshot(python: str, package: str, max_depth: int = DEFAULT_MAX_DEPTH,
     the package starts does not outlive it), from a temporary folder, with a minimal
     environment, writing no bytecode (``-B``).  Raises RuntimeError with the worker's last
     stderr lines when the walk fails."""
-    from adaptrack_lsp.constrainers.interpreter_check import run_contained
-    from adaptrack_lsp.constrainers.introspection import WORKER_SCRIPT
+    from adaptrack_lsp.apis.interpreter_check import run_contained
+    from adaptrack_lsp.apis.introspection import WORKER_SCRIPT
 
     command = [python, "-I", "-B", str(WORKER_SCRIPT), "--walk", package, "--max-depth", str(max_depth)]
     try:

@@ -69,7 +69,7 @@ class EnvironmentFacts:
 
 def probe_environment(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> EnvironmentFacts:
     """Version and sys.path of `python`, asked once with a time limit."""
-    from adaptrack_lsp.constrainers.interpreter_check import run_contained
+    from adaptrack_lsp.apis.interpreter_check import run_contained
 
     try:  # own process group, temporary folder, minimal environment (killed as a whole)
         returncode, stdout, stderr = run_contained([python, "-I", "-c", _PROBE_SCRIPT], timeout_s)
