@@ -156,15 +156,18 @@ def public_members(obj, extra_names=()) -> dict:
     return result
 
 
-def member_signatures(obj, members) -> dict:
+def member_signatures(obj, members, bound=False) -> dict:
     """name -> `signature_of` for the callable members (functions, classes, callable
-    instances) of `obj`; members without a signature are left out."""
+    instances) of `obj`; members without a signature are left out.  `bound`: `obj` is a
+    class whose members are asked as an instance's (a plain function loses ``self``)."""
     found = {}
     for name, (kind, _) in members.items():
-        if kind == "module":
+        if kind == "module" or name == ANY_ATTRIBUTE:
             continue
         try:
-            items = signature_of(member_value(obj, name))
+            value = member_value(obj, name)
+            static = inspect.getattr_static(obj, name) if bound else None
+            items = signature_of(value, bound and is_instance_method(static))
         except Exception:
             continue
         if items is not None:
@@ -190,6 +193,201 @@ def resolve(path):
         if is_placeholder(obj):
             raise AttributeError("%s is a removed-API placeholder" % ".".join(path[: i + 1]))
     return obj
+
+
+# --------------------------------------------------------------------------- instances
+
+#: the members-table key saying that instances have attributes beyond the listed ones:
+#: its kind is ``"any"`` (any attribute, callable or not) or ``"values"`` (only
+#: non-callable values: a proxy that serves data, so a *call* of an unlisted name fails)
+ANY_ATTRIBUTE = "*"
+
+#: ``__getattr__`` implementations known to serve only non-callable values, by
+#: (module, qualified name): pandas' NDFrame.__getattr__ returns columns (``df.price``
+#: may be a column; ``df.append(row)`` calls a method that must exist)
+VALUE_PROXIES = {("pandas.core.generic", "NDFrame.__getattr__")}
+
+
+def class_path(cls) -> str:
+    """Where `cls` is defined: ``module.QualName`` (``pandas.core.frame.DataFrame``)."""
+    return "%s.%s" % (cls.__module__, cls.__qualname__)
+
+
+def _class_node(cls):
+    """The ``ast.ClassDef`` of `cls` in the file its methods were compiled from (not
+    ``cls.__module__``, which decorators such as NumPy's ``set_module`` rewrite), or
+    None where there is no Python source."""
+    filename = None
+    for value in vars(cls).values():
+        function = getattr(value, "__func__", value)
+        function = getattr(function, "fget", function)
+        code = getattr(function, "__code__", None)
+        if code is not None and getattr(function, "__qualname__", "").startswith(cls.__qualname__ + "."):
+            filename = code.co_filename
+            break
+    if filename is None:
+        return None
+    tree = _parsed_file(filename)
+    if tree is None:
+        return None
+    nodes = tree.body
+    found = None
+    for part in cls.__qualname__.split("."):
+        if part == "<locals>":
+            return None
+        found = next((n for n in nodes if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if found is None:
+            return None
+        nodes = found.body
+    return found
+
+
+_PARSED = {}
+
+
+def _parsed_file(filename):
+    if filename not in _PARSED:
+        try:
+            with open(filename, "rb") as handle:
+                _PARSED[filename] = ast.parse(handle.read())
+        except Exception:
+            _PARSED[filename] = None
+    return _PARSED[filename]
+
+
+def _is_owner_dict(node, owner) -> bool:
+    """``owner.__dict__`` or ``vars(owner)``."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return isinstance(node.value, ast.Name) and node.value.id == owner
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
+        and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id == owner
+    )
+
+
+def _self_attributes(node):
+    """(names assigned as ``self.NAME`` in the methods of class `node`, whether some
+    attribute is set dynamically: ``setattr(self, <not a literal>, ...)``, or the
+    instance ``__dict__`` written through ``update``/``setdefault``/item assignment)."""
+    names = set()
+    dynamic = False
+    for method in node.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
+            continue
+        owner = method.args.args[0].arg
+        for inner in ast.walk(method):
+            targets = []
+            if isinstance(inner, ast.Assign):
+                targets = inner.targets
+            elif isinstance(inner, (ast.AnnAssign, ast.AugAssign)):
+                targets = [inner.target]
+            elif isinstance(inner, ast.Call):
+                func = inner.func
+                if isinstance(func, ast.Name) and func.id == "setattr" and inner.args:
+                    first = inner.args[0]
+                    if isinstance(first, ast.Name) and first.id == owner:
+                        key = inner.args[1] if len(inner.args) > 1 else None
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            names.add(key.value)
+                        else:
+                            dynamic = True
+                elif isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault") and _is_owner_dict(func.value, owner):
+                    dynamic = True
+            for target in targets:
+                for leaf in ast.walk(target):
+                    if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == owner:
+                        names.add(leaf.attr)
+                    elif isinstance(leaf, ast.Subscript) and _is_owner_dict(leaf.value, owner):
+                        dynamic = True
+    return names, dynamic
+
+
+def is_instance_method(static) -> bool:
+    """Whether a class attribute found by ``inspect.getattr_static`` is a method of the
+    instances (a Python function or a C method descriptor): called on an instance it
+    loses its first parameter."""
+    return inspect.isfunction(static) or type(static).__name__ == "method_descriptor"
+
+
+def instance_members(cls) -> dict:
+    """What an instance of `cls` has: name -> (kind, has_members) for its public names.
+
+    The names of ``dir(cls)`` (the whole MRO: methods, properties and other descriptors,
+    class attributes, ``__slots__``), annotated class-level names (dataclass fields and
+    the like), and the names the methods of `cls` and its bases assign as ``self.NAME``
+    (found in their source).  An extra ``"*"`` entry (`ANY_ATTRIBUTE`) says that other
+    attributes exist: ``("values", False)`` for a known data proxy (`VALUE_PROXIES`),
+    ``("any", False)`` when a class of the MRO defines ``__getattr__`` or
+    ``__getattribute__``, sets attributes dynamically, or keeps an instance ``__dict__``
+    without Python source to read.
+    """
+    members = public_members(cls)
+    dynamic = None
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        namespace = vars(klass)
+        for hook in ("__getattr__", "__getattribute__"):
+            function = namespace.get(hook)
+            if function is None:
+                continue
+            key = (getattr(function, "__module__", None), getattr(function, "__qualname__", None))
+            kind = "values" if key in VALUE_PROXIES else "any"
+            if dynamic != "any":
+                dynamic = kind
+        for name in namespace.get("__annotations__", {}) or {}:
+            if isinstance(name, str) and not name.startswith("_"):
+                members.setdefault(name, ("instance", True))
+        for name in getattr(klass, "__dataclass_fields__", {}) or {}:
+            if isinstance(name, str) and not name.startswith("_"):
+                members.setdefault(name, ("instance", True))
+        node = _class_node(klass)
+        if node is None:
+            if getattr(klass, "__dictoffset__", 0) and klass.__module__ not in ("builtins",):
+                dynamic = "any"  # instances keep a __dict__ that no source we can read fills
+            continue
+        names, sets_dynamically = _self_attributes(node)
+        if sets_dynamically:
+            dynamic = "any"
+        for name in names:
+            if not name.startswith("_"):
+                members.setdefault(name, ("instance", True))
+    if dynamic is not None:
+        members[ANY_ATTRIBUTE] = (dynamic, False)
+    return members
+
+
+def result_class(obj):
+    """The class of what calling `obj` returns, where one is known: a class gives its
+    instances; a function its return annotation when that is exactly one class (not a
+    union, ``Any``, a type variable or a string that does not resolve).  None otherwise."""
+    if inspect.isclass(obj):
+        return obj
+    try:
+        import typing
+
+        hints = typing.get_type_hints(obj)
+        annotation = hints.get("return")
+    except Exception:
+        try:
+            annotation = inspect.signature(obj).return_annotation
+        except Exception:
+            return None
+    if inspect.isclass(annotation) and annotation is not type(None):
+        return annotation
+    return None
+
+
+def resolve_value_type(path):
+    """The class of the value `path` names, for a path ending in ``"()"``: the class
+    called, or the one class the called function returns.  Only a single trailing call
+    is followed; TypeError where the type is not known."""
+    if not path or path[-1] != "()" or "()" in path[:-1]:
+        raise TypeError("only a path ending in one call names an instance")
+    cls = result_class(resolve(path[:-1]))
+    if cls is None:
+        raise TypeError("the type of what %s() returns is not known" % ".".join(path[:-1]))
+    return cls
 
 
 # --------------------------------------------------------------------------- signatures
@@ -253,9 +451,9 @@ def resolve_call(path):
     if "()" not in path:
         return resolve(path), False
     first = path.index("()")
-    obj = resolve(path[:first])
-    if not inspect.isclass(obj):
-        raise TypeError("%s is not a class: the type of what it returns is unknown here" % ".".join(path[:first]))
+    obj = result_class(resolve(path[:first]))
+    if obj is None:
+        raise TypeError("the type of what %s() returns is not known here" % ".".join(path[:first]))
     owner = obj
     bound = False
     for name in path[first + 1 :]:
@@ -268,7 +466,7 @@ def resolve_call(path):
             warnings.simplefilter("ignore")
             static = inspect.getattr_static(owner, name)
             value = getattr(owner, name)
-        bound = inspect.isfunction(static)  # a plain function on a class: a method of its instances
+        bound = is_instance_method(static)  # a method of its instances
         owner = value
     return owner, bound
 
@@ -379,6 +577,14 @@ def handle(request: dict) -> dict:
             answer.update(members=None, error="empty path")
             return answer
         try:
+            if path[-1] == "()":
+                cls = resolve_value_type(path)
+                members = instance_members(cls)
+                answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}
+                answer["type"] = class_path(cls)
+                if request.get("signatures"):
+                    answer["signatures"] = member_signatures(cls, members, bound=True)
+                return answer
             obj = resolve(path)
             members = public_members(obj, request.get("extra") or ())
             answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}

@@ -1,0 +1,101 @@
+"""What an instance of a class has (apis/introspect_worker.instance_members), checked
+against real instances: every public attribute a live instance shows is listed; classes
+whose instances take any attribute say so with the "*" entry."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import pathlib
+
+import numpy as np
+import pytest
+
+from adaptrack_lsp.apis import introspect_worker as worker
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+    y: int = 0
+
+
+class _Fitted:
+    def __init__(self):
+        self.alpha = 1.0
+
+    def fit(self):
+        self.coef_ = [1.0]
+        return self
+
+
+class _Proxy:
+    def __getattr__(self, name):
+        return 42
+
+
+class _Dynamic:
+    def __init__(self, **fields):
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+
+INSTANCES = [
+    lambda: np.zeros(3),
+    lambda: np.zeros((2, 2)).view(np.matrix),
+    lambda: np.random.default_rng(0),
+    lambda: json.JSONDecoder(),
+    lambda: argparse.ArgumentParser(prog="x"),
+    lambda: logging.getLogger("adaptrack-test"),
+    lambda: pathlib.Path("a/b"),
+    lambda: concurrent.futures.ThreadPoolExecutor(1),
+    lambda: _Point(1),
+    lambda: _Fitted().fit(),
+]
+
+
+@pytest.mark.parametrize("make", INSTANCES)
+def test_every_public_attribute_of_a_live_instance_is_listed(make):
+    instance = make()
+    members = worker.instance_members(type(instance))
+    live = {name for name in dir(instance) if not name.startswith("_")}
+    assert live <= set(members), sorted(live - set(members))
+
+
+def test_closed_classes_list_no_wildcard_and_removed_methods_are_absent():
+    ndarray = worker.instance_members(np.ndarray)
+    assert worker.ANY_ATTRIBUTE not in ndarray
+    assert {"sum", "reshape", "T", "shape"} <= set(ndarray)
+    for removed in ("ptp", "itemset", "newbyteorder"):  # removed from ndarray in NumPy 2.0
+        assert (removed in ndarray) == hasattr(np.zeros(1), removed)
+    assert ndarray["sum"] == ("function", False)
+    fitted = worker.instance_members(_Fitted)
+    assert {"alpha", "coef_", "fit"} <= set(fitted) and worker.ANY_ATTRIBUTE not in fitted
+
+
+def test_classes_whose_instances_take_any_attribute_say_so():
+    assert worker.instance_members(_Proxy)[worker.ANY_ATTRIBUTE] == ("any", False)
+    assert worker.instance_members(_Dynamic)[worker.ANY_ATTRIBUTE] == ("any", False)
+    assert worker.instance_members(argparse.Namespace)[worker.ANY_ATTRIBUTE] == ("any", False)
+    assert worker.ANY_ATTRIBUTE in worker.instance_members(collections.OrderedDict)  # C dict subclass with a __dict__
+
+
+def test_members_of_a_path_ending_in_a_call_are_the_instance_members_of_its_type():
+    answer = worker.handle({"id": 1, "op": "members", "path": ["json", "JSONDecoder", "()"], "signatures": True})
+    assert answer["type"] == "json.decoder.JSONDecoder"
+    assert "decode" in answer["members"] and "memo" in answer["members"]
+    assert answer["signatures"]["decode"] == ["s", "_w"]  # self dropped
+    answer = worker.handle({"id": 2, "op": "members", "path": ["numpy", "ndarray", "()"], "signatures": True})
+    assert answer["signatures"]["sum"] == ["axis", "dtype", "out", "**kwargs"]
+    # a C function without annotations: its result type is not known at runtime
+    answer = worker.handle({"id": 3, "op": "members", "path": ["numpy", "zeros", "()"]})
+    assert answer["members"] is None and "not known" in answer["error"]
+
+
+def test_a_method_signature_through_an_instance_drops_self_for_c_and_python_methods():
+    assert worker.handle({"id": 1, "op": "signature", "path": ["numpy", "ndarray", "()", "sum"]})["signature"][0] == "axis"
+    assert worker.handle({"id": 2, "op": "signature", "path": ["json", "JSONDecoder", "()", "decode"]})["signature"] == ["s", "_w"]
