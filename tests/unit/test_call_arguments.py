@@ -80,47 +80,48 @@ def verdict(text: str, prefix: str = "") -> int | None:
     "text, rejected_at",
     [
         ("tf.nn.dropout(x, rate=0.5)", None),
-        ("tf.nn.dropout(x, keep_prob=0.5)", "0.5)"),
+        ("tf.nn.dropout(x, keep_prob=0.5)", "=0.5)"),  # judged at its "="
         ("tf.nn.dropout(x, keep_prob = 0.5)", " 0.5)"),  # spaces around = are still a keyword
-        ("tf.nn.dropout(x, keep_prob==0.5)", None),  # a comparison
+        ("tf.nn.dropout(x, keep_prob == 0.5)", None),  # a comparison
+        ("tf.nn.dropout(x, keep_prob==0.5)", "==0.5)"),  # "name=" with no space is a keyword
         ("tf.nn.dropout(x, keep_prob)", None),  # a positional argument named like a keyword
-        ("tf.nn.dropout(x, rate=0.5, rate=0.1)", "0.1)"),  # already given
-        ("tf.nn.dropout(x, x=1)", "1)"),  # bound by the first positional argument
-        ("tf.nn.dropout(x, 0.5, rate=1)", "1)"),
+        ("tf.nn.dropout(x, rate=0.5, rate=0.1)", "=0.1)"),  # already given
+        ("tf.nn.dropout(x, x=1)", "=1)"),  # bound by the first positional argument
+        ("tf.nn.dropout(x, 0.5, rate=1)", "=1)"),
         ("tf.nn.dropout(*args, x=1)", None),  # after *args the positional count is unknown
         ("tf.nn.dropout(x, **opts, seed=1)", None),
         ("tf.nn.dropout(x, f(keep_prob=1))", None),  # a nested call is not the callee
         ("tf.nn.dropout(x, [keep_prob == 1], {'keep_prob': 1})", None),
         ("tf.nn.dropout(x, rate=lambda a, keep_prob=1: a, seed=2)", None),  # lambda parameters
-        ("tf.nn.dropout(lambda q: q, x=1)", "1)"),
+        ("tf.nn.dropout(lambda q: q, x=1)", "=1)"),
         ("tf.nn.dropout(x, 'keep_prob=1', \"keep_prob=1\")", None),  # strings
         ("tf.nn.dropout(x, f'{keep_prob=}')", None),
         ("tf.nn.dropout(x, # keep_prob=1\n seed=1)", None),  # comments
-        ("tf.nn.dropout(x,\n    keep_prob=1)", "1)"),  # line breaks inside the brackets
-        ("tf.nn.dropout (x, keep_prob=1)", "1)"),
+        ("tf.nn.dropout(x,\n    keep_prob=1)", "=1)"),  # line breaks inside the brackets
+        ("tf.nn.dropout (x, keep_prob=1)", "=1)"),
         ("tf.nn.dropout(tf.nn.dropout(y, seed=1), seed=2)", None),
-        ("tf.nn.dropout(tf.nn.dropout(y, seed=1), seed=2, seed=3)", "3)"),
+        ("tf.nn.dropout(tf.nn.dropout(y, seed=1), seed=2, seed=3)", "=3)"),
         ("tf.nn.dropout(x)(keep_prob=1)", None),  # calling the result: unresolved
         ("tf.nn.dropout(x).keep(keep_prob=1)", None),
-        ("tf.positional(a=1)", "1)"),  # positional-only
+        ("tf.positional(a=1)", "=1)"),  # positional-only
         ("tf.positional(1, b=2, c=3)", None),
-        ("tf.positional(1, d=2)", "2)"),
+        ("tf.positional(1, d=2)", "=2)"),
         ("tf.anything(1, a=2, zzz=3)", None),  # **kwargs takes anything (a positional-only name too)
         ("tf.anything(1, b=2)", None),
         ("tf.nosig(whatever=1)", None),  # no signature: any keyword
         ("tf.not_a_member(whatever=1)", None),  # not in the index: not looked up
-        ("tf.reduce_sum(x, keep_dims=True)", "True)"),
+        ("tf.reduce_sum(x, keep_dims=True)", "=True)"),
         ("tf.reduce_sum(x, axis=0, keepdims=True)", None),
-        ("LinearRegression(normalize=True)", "True)"),  # from ... import
+        ("LinearRegression(normalize=True)", "=True)"),  # from ... import
         ("LinearRegression(fit_intercept=False)", None),
         ("model.fit(X, y, sample_weight=w)", None),  # a method of a bound instance
-        ("model.fit(X, y, sample_weights=w)", "w)"),
+        ("model.fit(X, y, sample_weights=w)", "=w)"),
         ("model.predict(X, anything=1)", None),  # a method without a signature
-        ("np.histogram(a, normed=True)", "True)"),
+        ("np.histogram(a, normed=True)", "=True)"),
         ("np.histogram(a, density=True)", None),
         ("def read(keep_prob=1): pass", None),  # definitions are not calls
         ("class Drop(tf.nn.dropout, keep_prob=1): pass", None),  # class keywords
-        ("@tf.nn.dropout(x, keep_prob=1)", "1)"),  # decorators are calls
+        ("@tf.nn.dropout(x, keep_prob=1)", "=1)"),  # decorators are calls
         ("unknown.dropout(keep_prob=1)", None),
         ("x = 'tf.nn.dropout(keep_prob=1)'", None),
     ],
@@ -133,16 +134,16 @@ def test_keyword_rules(text, rejected_at):
 def test_keywords_in_the_document_and_multi_line_calls():
     prefix = "y = tf.nn.dropout(\n    x,\n    rate=0.3,  # (keep_prob=\n    "
     assert verdict("seed=1)", prefix) is None
-    assert verdict("rate=1)", prefix) == 5  # given in the document
-    assert verdict("keep_prob=1)", prefix) == 10
-    assert verdict("x=1)", prefix) == 2  # bound by the positional argument in the document
+    assert verdict("rate=1)", prefix) == 4  # given in the document
+    assert verdict("keep_prob=1)", prefix) == 9
+    assert verdict("x=1)", prefix) == 1  # bound by the positional argument in the document
     # after the call closes, the outer context is back: unconstrained
     assert verdict("seed=1)\nz = f(keep_prob=1)", prefix) is None
     # a bad keyword in the document is the user's: recorded, never rejected
     constrainer, state = after("y = tf.nn.dropout(x, keep_prob=1, ")
     assert state is not None and constrainer.check(state, "seed=1)") is not None
     # the cursor inside a string argument
-    assert verdict("a', keep_prob=1)", "tf.nn.dropout('") == 14
+    assert verdict("a', keep_prob=1)", "tf.nn.dropout('") == 13
 
 
 def test_statement_start_and_open_call():
@@ -223,14 +224,14 @@ def test_no_index_and_no_imports_constrain_nothing():
     "text, reason",
     [
         (
-            "tf.nn.dropout(x, keep_prob=0",
+            "tf.nn.dropout(x, keep_prob=",
             "tf.nn.dropout takes no keyword keep_prob in tensorflow 2.21.0 (parameters: x, rate, noise_shape, seed, name)",
         ),
-        ("tf.nn.dropout(x, rate=0.5, rate=0", "tf.nn.dropout: keyword rate is already given"),
-        ("tf.positional(a=1", "tf.positional: a is positional-only in tensorflow 2.21.0 (parameters: a, /, b, *, c)"),
-        ("tf.nn.dropout(x, x=1", "tf.nn.dropout: x is already given as a positional argument (1 given)"),
-        ("model.fit(X, y, weights=1", "model.fit takes no keyword weights in sklearn 1.9.1 (parameters: X, y, sample_weight)"),
-        ("LinearRegression(normalize=T", "LinearRegression takes no keyword normalize in sklearn 1.9.1 (parameters: *, fit_intercept, copy_X, tol, n_jobs, positive)"),
+        ("tf.nn.dropout(x, rate=0.5, rate=", "tf.nn.dropout: keyword rate is already given"),
+        ("tf.positional(a=", "tf.positional: a is positional-only in tensorflow 2.21.0 (parameters: a, /, b, *, c)"),
+        ("tf.nn.dropout(x, x=", "tf.nn.dropout: x is already given as a positional argument (1 given)"),
+        ("model.fit(X, y, weights=", "model.fit takes no keyword weights in sklearn 1.9.1 (parameters: X, y, sample_weight)"),
+        ("LinearRegression(normalize=", "LinearRegression takes no keyword normalize in sklearn 1.9.1 (parameters: *, fit_intercept, copy_X, tol, n_jobs, positive)"),
     ],
 )
 def test_rejection_reasons(text, reason):
@@ -319,7 +320,14 @@ def test_masks_equal_brute_force(prefix):
     token_index = TokenIndex(constrainer, vocab, context=ConstraintContext(DOCUMENT, DOCUMENT + prefix))
     states = walk_states(token_index, random.Random(3), walks=600, steps=9)
     assert any(constrainer.keywords_at(s) for s in states)  # the walks reach argument starts
-    assert any(s[0] == 5 and not constrainer.is_complete(s) for s in states)  # and "bad_name ="
+    # and states where a keyword is judged: "bad_name =" (spaced: decided by the next
+    # character), "bad_name" whose "=" is rejected, or an argument start refusing "keep_prob="
+    assert any(
+        (s[0] == 5 and not constrainer.is_complete(s))
+        or (s[0] == 4 and constrainer.check(s, "=") is None)
+        or (constrainer.keywords_at(s) and constrainer.check(s, "keep_prob=") is None)
+        for s in states
+    )
     assert assert_masks_equal_brute_force(token_index, states) > 100
 
 

@@ -52,6 +52,7 @@ import logging
 import os
 import queue
 import re
+import shutil
 import sys
 import threading
 import time
@@ -117,6 +118,14 @@ def find_python(
     """
     if python:
         path = Path(python).expanduser()
+        if not path.is_absolute():
+            # a relative path names a file under the workspace (an editor's setting) or,
+            # without one, under the current directory (the command line); a bare name
+            # such as ``python3`` is looked up on PATH
+            if len(path.parts) == 1 and shutil.which(str(path)) and not (Path(workspace or ".") / path).exists():
+                path = Path(shutil.which(str(path)))
+            else:
+                path = (Path(workspace) if workspace else Path.cwd()) / path
         if path.is_dir():
             found = _venv_python(path)
             if found is None:
@@ -282,8 +291,11 @@ class JediIndex(APIIndex):
                 "(trust the workspace, or set pythonPath)"
             )
         self.configured = self.found_by == FOUND_BY_SETTING
-        #: imports in the analysed environment: only where the user trusts it
-        self.runtime_introspection_allowed = self.configured or self.trusted_workspace
+        #: imports in the analysed environment: only where the user trusts it — an
+        #: interpreter the user named, a trusted workspace's, or the server's own (its
+        #: packages are the ones the server itself runs beside; the worker is sandboxed
+        #: and isolated from the workspace either way)
+        self.runtime_introspection_allowed = self.configured or self.trusted_workspace or self.found_by == "server interpreter"
         self.runtime_introspection = bool(runtime_introspection) and self.runtime_introspection_allowed
         if self.problem:
             log.warning("API index: %s; completions are not API-constrained", self.problem)
@@ -303,6 +315,7 @@ class JediIndex(APIIndex):
         self._introspector = None
 
         self._lock = threading.Lock()
+        self._facts_lock = threading.Lock()
         self._memory: dict[tuple[str, ...], dict[str, Member] | None] = {}
         #: call key -> signature (None: none found) for answered calls
         self._signatures: dict[tuple[str, ...], Signature | None] = {}
@@ -611,9 +624,21 @@ class JediIndex(APIIndex):
             return True
         return False
 
+    def check_interpreter(self) -> str:
+        """Run the interpreter's first, time-limited check now (it otherwise runs with the
+        first look-up, in the background): "" when it answers, else the problem (also in
+        `problem`).  A command that must not answer "accepted" for everything asks this
+        before it checks anything."""
+        self._ensure_facts()
+        return self.problem
+
     def _ensure_facts(self) -> bool:
         """Ask the interpreter for its version and sys.path (once, time-limited); False
         (and `problem` set) when it does not answer or is refused by the safety check."""
+        with self._facts_lock:
+            return self._ensure_facts_locked()
+
+    def _ensure_facts_locked(self) -> bool:
         if self._facts is None and not self.problem:
             if self._refuse_unsafe():
                 return False

@@ -97,9 +97,12 @@ class Explainer:
         self.index = None
         #: why the API part is missing although asked for ("" when fine)
         self.problem = ""
-        if "api" in parts:
+        if "api" in parts or "kwargs" in parts:
             self.index, info = self.environment.api_index(settings)
             self.problem = info.problem
+            check = getattr(self.index, "check_interpreter", None)
+            if not self.problem and check is not None:
+                self.problem = check()
 
     def close(self) -> None:
         self.environment.close()
@@ -175,8 +178,10 @@ def run(args) -> int:
         return fail("--text TEXT is needed with FILE[:LINE:COL]")
     if args.stdin_jsonl and args.text is not None:
         return fail("--text is not used with --stdin-jsonl (each input line has its text)")
-    if args.python and not os.path.exists(args.python):
-        return fail(f"--python {args.python}: no such interpreter or environment")
+    if args.python:
+        args.python = os.path.abspath(os.path.expanduser(args.python)) if os.sep in args.python or os.path.exists(args.python) else args.python
+        if os.sep in args.python and not os.path.exists(args.python):
+            return fail(f"--python {args.python}: no such interpreter or environment")
     if args.snapshot and not os.path.isfile(args.snapshot):
         return fail(f"--snapshot {args.snapshot}: no such file")
     settings, problems = _settings(args)
@@ -192,7 +197,9 @@ def run(args) -> int:
 
     explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress)
     if explainer.problem:
-        print(f"adaptrack-lsp explain: warning: not API-constrained: {explainer.problem}", file=sys.stderr)
+        # never answer "accepted" for everything because the environment cannot be read
+        explainer.close()
+        return fail(f"the API checks cannot run: {explainer.problem}")
     try:
         if args.stdin_jsonl:
             return _run_jsonl(explainer, sys.stdin, sys.stdout)

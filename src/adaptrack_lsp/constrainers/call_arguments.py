@@ -66,7 +66,8 @@ _FRESH = 0  # code, nothing pending
 _WORD = 1  # (_WORD, word so far, context): reading an identifier
 _CHAIN = 2  # (_CHAIN, path): a resolved chain ended (maybe trailing spaces)
 _DOT = 3  # (_DOT, path or _UNRESOLVED): right after "."
-_CAND = 4  # (_CAND, word, path or None): a keyword candidate ended (maybe spaces)
+_CAND = 4  # (_CAND, word, path or None): a keyword candidate ended right here
+_CAND_SPACED = 11  # (_CAND_SPACED, word, path or None): ... and spaces followed it
 _KWEQ = 5  # (_KWEQ, word): "word =" seen at an argument start; the next character decides
 _NUMBER = 6
 _OPEN1 = 7  # (_OPEN1, quote)
@@ -622,12 +623,22 @@ class KeywordArguments(Constrainer):
                     continue
                 mode, a, b = _FRESH, None, None
                 continue
-            if mode == _CAND:
+            if mode == _CAND or mode == _CAND_SPACED:
                 if char == "=":
+                    if mode == _CAND and frames and frames[-1][0] is not None and not lenient:
+                        # "name=" written as a keyword (no space: "name==x" is not how a
+                        # comparison is written) is judged at its "="
+                        key, given, resume, positional = frames[-1]
+                        problem = self.keyword_problem(key, given, a, positional)
+                        if problem is not None:
+                            if explain:
+                                raise Rejected(position, (problem, key, a, given, positional))
+                            return None, position
                     mode, b = _KWEQ, None
                     position += 1
                     continue
                 if char in _BRACKET_SPACE:
+                    mode = _CAND_SPACED
                     position += 1
                     continue
                 arg = _POSITIONAL
@@ -737,6 +748,8 @@ class KeywordArguments(Constrainer):
             # without a resolved call open, a token can only be rejected if it opens one
             quiet = not any(frame[0] for frame in state[4])
             ids = tables.risky_paren_ids if quiet else tables.risky_ids
+            if state[0] in (_WORD, _CAND) and not quiet:  # "=" right after a name judges it
+                ids = np.union1d(ids, tables.equals_start_ids)
         if len(ids):
             mask[ids] = np.fromiter((advance(state, token) is not None for token in ids.tolist()), dtype=bool, count=len(ids))
         return mask
@@ -762,7 +775,7 @@ def bound_by_position(signature: Signature, positional: int) -> set[str]:
     return bound
 
 
-_RISKY = re.compile(r"=[^=]")
+_RISKY = re.compile(r"=[^=]|\w=")  # "=" then more text, or "name=" (judged at its "=")
 
 
 class KeywordTables:
@@ -790,7 +803,7 @@ class KeywordTables:
                 risky.append(token_id)
                 if "(" in text:
                     risky_paren.append(token_id)
-        #: tokens with "=" followed by another character (only these can be rejected)
+        #: tokens with "=" followed by another character, or right after a name (only these can be rejected)
         self.risky_ids = np.asarray(risky, dtype=np.int64)
         #: those that also open a bracket (the only risk where no resolved call is open)
         self.risky_paren_ids = np.asarray(risky_paren, dtype=np.int64)
