@@ -120,3 +120,160 @@ def test_bad_cursor_and_bad_python_are_errors(tmp_path):
     assert done.returncode == 2 and "line 5" in done.stderr
     done = run_cli(str(source), "--model", "tiny", "--python", str(tmp_path / "missing" / "python"))
     assert done.returncode == 2 and "--python" in done.stderr
+
+
+# -- TensorFlow without TensorFlow: the bundled TensorFlow 2.21 snapshot -------------------
+
+TF_DOCUMENT = "import tensorflow as tf\nloss = tf."
+TF_TOKENS = ["<eos>", ".", "placeholder", "compat", "v1", "(", ")", "\n", "import", " ", "tensorflow", "as", "tf", "loss", "="]
+
+
+def tf1_habit_model():
+    """An exact tabular model with a TensorFlow 1 habit: after ``tf.`` it writes
+    ``placeholder()`` (p 0.6) before ``compat.v1.placeholder()`` (p 0.3)."""
+    import numpy as np
+
+    from adaptrack_lsp.completion.lm.tabular import TabularLM
+    from adaptrack_lsp.completion.vocab import Vocabulary
+
+    vocab = Vocabulary.from_strings(TF_TOKENS, eos="<eos>")
+    index = {token: i for i, token in enumerate(TF_TOKENS)}
+    following = {
+        "": {"placeholder": 0.6, "compat": 0.3},
+        "placeholder": {"(": 0.9},
+        "compat": {".": 0.9},
+        "compat.": {"v1": 0.9},
+        "compat.v1": {".": 0.9},
+        "compat.v1.": {"placeholder": 0.9},
+        "compat.v1.placeholder": {"(": 0.9},
+        "placeholder(": {")": 0.9},
+        "compat.v1.placeholder(": {")": 0.9},
+    }
+
+    def conditional(path):
+        probs = np.full(len(TF_TOKENS), 1e-3)
+        if not path:  # the healed "." may come first
+            probs[index["."]] = 0.3
+        text = "".join(TF_TOKENS[i] for i in path).removeprefix(".")
+        for token, p in following.get(text, {"<eos>": 0.9}).items():
+            probs[index[token]] += p
+        return probs / probs.sum()
+
+    return TabularLM(vocab, conditional=conditional)
+
+
+@pytest.fixture(scope="module")
+def python_without_tensorflow(tmp_path_factory):
+    """A bare virtual environment (the standard library only): TensorFlow is not installed
+    there, whatever the test environment has."""
+    folder = tmp_path_factory.mktemp("bare-env")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('tensorflow'))"],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "None", probe
+    return str(python)
+
+
+def tensorflow_names() -> set[str]:
+    """The reference: the bundled snapshot's names, read directly."""
+    import gzip
+    from importlib import resources
+
+    data = resources.files("adaptrack_lsp") / "data" / "tensorflow-2.21.json.gz"
+    with gzip.open(str(data), "rt", encoding="utf-8") as handle:
+        return set(json.load(handle)["names"])
+
+
+def test_tf_placeholder_is_invalid_and_compat_v1_valid_against_the_bundled_snapshot(python_without_tensorflow):
+    """`complete --compare --snapshot tensorflow` where TensorFlow is not installed: the
+    snapshot decides, and every row names it."""
+    from adaptrack_lsp.apis.routed import resolve_snapshot, snapshot_index_factory
+    from adaptrack_lsp.commands.complete import compare_rows
+    from adaptrack_lsp.completion.service import CompletionService
+    from adaptrack_lsp.config import Settings
+
+    names = tensorflow_names()
+    assert "tensorflow.placeholder" not in names and "tensorflow.compat.v1.placeholder" in names
+    settings = Settings(model="tabular", python_path=python_without_tensorflow, max_new_tokens=12, timeout_ms=60_000)
+    service = CompletionService(
+        settings,
+        model_loader=lambda s, progress: tf1_habit_model(),
+        index_factory=snapshot_index_factory([resolve_snapshot("tensorflow")]),
+    )
+    try:
+        service.load()
+        rows, warnings = compare_rows(
+            service, settings, ["unconstrained", "constrained", "adaptrack"], TF_DOCUMENT, len(TF_DOCUMENT), "tf1.py"
+        )
+    finally:
+        service.close()
+    assert warnings == []
+    assert rows[0].strip().startswith("loss = tf.")
+    by_decoder = {row.split()[0]: row for row in rows[1:]}
+    assert re.search(r"'placeholder\(\)' +INVALID \(tensorflow 2\.21\.0 snapshot\)$", by_decoder["unconstrained"]), rows
+    for name in ("constrained", "adaptrack"):
+        assert re.search(r"'compat\.v1\.placeholder\(\)' +valid \(tensorflow 2\.21\.0 snapshot\)$", by_decoder[name]), rows
+
+
+def test_cli_snapshot_by_package_name_names_the_snapshot_on_every_row(tmp_path, python_without_tensorflow):
+    source = tmp_path / "tf1.py"
+    source.write_text(TF_DOCUMENT)
+    done = run_cli(
+        str(source), "--model", "tiny", "--max-new-tokens", "3", "--python", python_without_tensorflow,
+        "--snapshot", "tensorflow", "--compare", "unconstrained,adaptrack",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"unconstrained", "adaptrack"}
+    for row in rows.values():
+        assert re.search(r"\b(valid|INVALID) \(tensorflow 2\.21\.0 snapshot\)$", row), row
+    assert "unchecked" not in done.stdout
+    # --bundled-snapshots does the same for a package that is not installed
+    done = run_cli(
+        str(source), "--model", "tiny", "--max-new-tokens", "3", "--python", python_without_tensorflow,
+        "--bundled-snapshots", "--compare", "adaptrack",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].endswith("(tensorflow 2.21.0 snapshot)"), done.stdout
+    # without either, nothing is checked, and the row says how to check it
+    done = run_cli(
+        str(source), "--model", "tiny", "--max-new-tokens", "3", "--python", python_without_tensorflow,
+        "--compare", "adaptrack",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].endswith(
+        "unchecked (tensorflow not installed here; --snapshot tensorflow checks it against the bundled snapshot)"
+    ), done.stdout
+
+
+def test_unknown_snapshot_name_is_an_error(tmp_path):
+    source = tmp_path / "example.py"
+    source.write_text("x = 1\n")
+    done = run_cli(str(source), "--model", "tiny", "--snapshot", "no_such_package")
+    assert done.returncode == 2
+    assert "no_such_package: no such snapshot file" in done.stderr and "bundled: tensorflow" in done.stderr
+
+
+def test_progress_is_one_line_rewritten_on_a_terminal_and_erased():
+    import io
+
+    from adaptrack_lsp.commands.complete import StatusLine
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    status = StatusLine(terminal)
+    status("computing the API members of numpy")
+    status("computing the API members of numpy.linalg")
+    status.clear()
+    written = terminal.getvalue()
+    assert "\n" not in written  # never a new line: each message replaces the last
+    assert written.count("\r\x1b[K") == 3 and written.endswith("\r\x1b[K")
+    pipe = io.StringIO()
+    status = StatusLine(pipe)
+    status("computing the API members of numpy")
+    status.clear()
+    assert pipe.getvalue() == "adaptrack-lsp complete: computing the API members of numpy (kept on disk for the next run) ...\n"

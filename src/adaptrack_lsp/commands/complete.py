@@ -5,8 +5,15 @@ of the file.  One sample is the greedy ghost text; `--samples K` (K > 1) draws K
 samples at max(temperature, 1.0), de-duplicated and ranked by model probability, as the
 editor's completion list does.
 
-The API index the cursor needs is computed first (a progress line on stderr; answers are
-kept on disk, so the next run loads them); `--timeout-ms` bounds decoding only.
+The API index the cursor needs is computed first (progress on stderr: one line rewritten
+in place on a terminal, before the output otherwise; answers are kept on disk, so the next
+run loads them); `--timeout-ms` bounds decoding only.
+
+Validity comes from the environment (`--python`, or the trusted workspace's, or this
+interpreter's); `--snapshot` puts an API snapshot in front of it for the snapshot's
+package (`apis.routed.RoutedIndex`), and `--bundled-snapshots` does so with the bundled
+snapshot of each imported package that is not installed: `make demo` on a machine
+without TensorFlow checks `tf.` against the TensorFlow 2.21 snapshot.
 """
 
 from __future__ import annotations
@@ -34,7 +41,20 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--samples", type=int, default=1, help="1 = greedy; K > 1 = K samples, ranked")
     parser.add_argument("--python", default=None, help="interpreter whose installed packages define validity")
-    parser.add_argument("--snapshot", default=None, help="API snapshot JSON instead of the live environment")
+    parser.add_argument(
+        "--snapshot",
+        default=None,
+        metavar="FILE|PACKAGE",
+        help="check the snapshot's package against an API snapshot instead of the environment: a snapshot file, "
+        "or the package name of one bundled with adaptrack-lsp (tensorflow: TensorFlow 2.21); "
+        "the other packages are checked against the environment",
+    )
+    parser.add_argument(
+        "--bundled-snapshots",
+        action="store_true",
+        help="check a package the file imports that is not installed against the snapshot of it bundled with "
+        "adaptrack-lsp, where there is one (tensorflow); each row names the snapshot",
+    )
     parser.add_argument(
         "--trust-workspace",
         action="store_true",
@@ -91,7 +111,6 @@ def build_settings(args):
         "decoder": args.decoder,
         "numSamples": args.samples,
         "pythonPath": args.python,
-        "apiSnapshot": args.snapshot,
         "maxNewTokens": args.max_new_tokens,
         "temperature": args.temperature,
         "timeoutMs": args.timeout_ms,
@@ -129,9 +148,15 @@ def run(args) -> int:
     if args.python and not os.path.exists(args.python):
         print(f"adaptrack-lsp complete: --python {args.python}: no such interpreter or environment", file=sys.stderr)
         return 2
-    if args.snapshot and not os.path.isfile(args.snapshot):
-        print(f"adaptrack-lsp complete: --snapshot {args.snapshot}: no such file", file=sys.stderr)
-        return 2
+    from adaptrack_lsp.apis.routed import resolve_snapshot
+
+    explicit: list[str] = []
+    if args.snapshot:
+        try:
+            explicit.append(resolve_snapshot(args.snapshot))
+        except FileNotFoundError as error:
+            print(f"adaptrack-lsp complete: --snapshot {error}", file=sys.stderr)
+            return 2
     settings, problems = build_settings(args)
     compared = [name.strip() for name in args.compare.split(",") if name.strip()] if args.compare else []
     from adaptrack_lsp.config import DECODER_NAMES
@@ -146,7 +171,14 @@ def run(args) -> int:
 
     from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 
-    service = CompletionService(settings, workspace_root=os.getcwd())
+    # the bundled snapshots first: a snapshot given with --snapshot wins for its package
+    snapshots = [*(bundled_for_missing(text, settings) if args.bundled_snapshots else []), *explicit]
+    index_factory = None
+    if snapshots:
+        from adaptrack_lsp.apis.routed import snapshot_index_factory
+
+        index_factory = snapshot_index_factory(snapshots)
+    service = CompletionService(settings, workspace_root=os.getcwd(), index_factory=index_factory)
     service.warm_up(text)  # the document's imports are indexed while the model loads
     try:
         service.load()
@@ -155,8 +187,7 @@ def run(args) -> int:
         service.close()
         return 3
 
-    def index_progress(message: str) -> None:
-        print(f"adaptrack-lsp complete: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
+    index_progress = StatusLine()
 
     from adaptrack_lsp.completion.lm.base import ModelError
 
@@ -177,6 +208,7 @@ def run(args) -> int:
         print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
         return 3
     finally:
+        index_progress.clear()
         service.close()
     if result.engine_warning:
         print(f"adaptrack-lsp complete: warning: {result.engine_warning}", file=sys.stderr)
@@ -222,32 +254,112 @@ def verdict(candidate, constraint) -> str:
     return "valid"
 
 
+def bundled_for_missing(text: str, settings) -> list[str]:
+    """The bundled snapshot files of the packages `text` imports that the environment
+    validating completions does not have (`--bundled-snapshots`)."""
+    import os
+
+    from adaptrack_lsp.apis.imports import document_roots
+    from adaptrack_lsp.apis.index import bundled_snapshot
+    from adaptrack_lsp.apis.routed import bundled_snapshot_names, not_installed
+
+    bundled = set(bundled_snapshot_names())
+    imported = [path[0] for path in document_roots(text).values() if path and path[0] in bundled]
+    if not imported:
+        return []
+    missing = not_installed(imported, settings.python_path, os.getcwd(), settings.trusted_workspace)
+    return [bundled_snapshot(name) for name in missing]
+
+
+class StatusLine:
+    """Progress of the index work on stderr: on a terminal one line, rewritten in place
+    and erased before the output; otherwise a line per message (all before the output,
+    which is printed once everything is computed)."""
+
+    def __init__(self, stream=None):
+        import sys
+
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.shown = False
+
+    def __call__(self, message: str) -> None:
+        line = f"adaptrack-lsp complete: {message} (kept on disk for the next run) ..."
+        if self.tty:
+            import shutil
+
+            width = max(20, shutil.get_terminal_size().columns - 1)
+            self.stream.write("\r\x1b[K" + (line if len(line) <= width else line[: width - 1] + "\u2026"))
+            self.shown = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
 def _compare(service, settings, decoders: list[str], text: str, offset: int, path: str, seed: int, index_progress) -> int:
-    """One line per decoder: the ghost text it writes at the cursor, valid or INVALID
-    against the installed packages."""
+    """The rows of `compare_rows`, printed together once all are computed (progress
+    never lands between them)."""
     import sys
 
+    rows, warnings = compare_rows(service, settings, decoders, text, offset, path, seed, index_progress)
+    clear = getattr(index_progress, "clear", None)
+    if clear is not None:
+        clear()
+    print("\n".join(rows), flush=True)
+    for warning in warnings:
+        print(f"adaptrack-lsp complete: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def compare_rows(
+    service, settings, decoders: list[str], text: str, offset: int, path: str, seed: int = 0, index_progress=None
+) -> tuple[list[str], list[str]]:
+    """(lines, warnings): the cursor's line, then one line per decoder with the ghost
+    text it writes there, valid or INVALID against the installed packages, or against a
+    snapshot, which the row names (``INVALID (tensorflow 2.21.0 snapshot)``)."""
+    from adaptrack_lsp.apis.imports import document_roots
+
     line_start = text.rfind("\n", 0, offset) + 1
-    print(f"  {text[line_start:offset].strip()}\u2038   ({path}, model {settings.model})")
+    rows = [f"  {text[line_start:offset].strip()}\u2038   ({path}, model {settings.model})"]
+    warnings: list[str] = []
     width = max(len(name) for name in decoders)
-    warned = False
+    imported = {root[0] for root in document_roots(text).values() if root}
     for name in decoders:
         result = service.complete(
             text, offset, settings=settings.replace(decoder=name), seed=seed, wait_for_index=True, index_progress=index_progress
         )
-        if result.constraint.problem and not warned:
-            print(f"adaptrack-lsp complete: warning: not API-constrained: {result.constraint.problem}", file=sys.stderr)
-            warned = True
+        if result.constraint.problem and not warnings:
+            warnings.append(f"not API-constrained: {result.constraint.problem}")
         if not result.candidates:
-            print(f"  {name:<{width}}  (no completion: {result.status} {result.message})".rstrip())
+            rows.append(f"  {name:<{width}}  (no completion: {result.status} {result.message})".rstrip())
             continue
         candidate = result.candidates[0]
         flag = verdict(candidate, result.constraint)
-        packages = ", ".join(f"{n} {v}" for n, v in sorted(result.constraint.packages.items()) if v != "unknown")
-        missing = not_installed(result.constraint)
+        index, _ = service.api_index(settings)
+        notes = getattr(index, "notes", {})
+        snapshots = [notes[root] for root in sorted(notes) if root in imported]
+        packages = ", ".join(
+            f"{n} {v}" for n, v in sorted(result.constraint.packages.items()) if v != "unknown" and n not in notes
+        )
         if flag == "unchecked":
-            note = f" ({', '.join(missing)} not installed here)"
+            note = f" ({', '.join(not_installed(result.constraint))} not installed here{_snapshot_hint(result.constraint)})"
         else:
-            note = f" ({packages})" if packages and name == decoders[-1] else ""
-        print(f"  {name:<{width}}  {candidate.text!r:<60} {flag}{note}")
-    return 0
+            parts = snapshots + ([packages] if packages and name == decoders[-1] else [])
+            note = f" ({'; '.join(parts)})" if parts else ""
+        rows.append(f"  {name:<{width}}  {candidate.text!r:<60} {flag}{note}")
+    return rows, warnings
+
+
+def _snapshot_hint(constraint) -> str:
+    """"; --snapshot tensorflow checks it against ..." for a missing package with a
+    bundled snapshot."""
+    from adaptrack_lsp.apis.routed import bundled_snapshot_names
+
+    bundled = [name for name in not_installed(constraint) if name in bundled_snapshot_names()]
+    return f"; --snapshot {bundled[0]} checks it against the bundled snapshot" if bundled else ""
