@@ -91,9 +91,31 @@ def test_members_of_a_path_ending_in_a_call_are_the_instance_members_of_its_type
     assert answer["signatures"]["decode"] == ["s", "_w"]  # self dropped
     answer = worker.handle({"id": 2, "op": "members", "path": ["numpy", "ndarray", "()"], "signatures": True})
     assert answer["signatures"]["sum"] == ["axis", "dtype", "out", "**kwargs"]
-    # a C function without annotations: its result type is not known at runtime
+    # a C function without annotations: its numpydoc "Returns" section names the type
     answer = worker.handle({"id": 3, "op": "members", "path": ["numpy", "zeros", "()"]})
+    assert answer["type"] == "numpy.ndarray" and type(np.zeros(3)).__name__ == "ndarray"
+    # several values documented (linspace's optional step): not known
+    answer = worker.handle({"id": 4, "op": "members", "path": ["numpy", "linspace", "()"]})
     assert answer["members"] is None and "not known" in answer["error"]
+
+
+@pytest.mark.parametrize(
+    "function, expected",
+    [
+        (np.zeros, np.ndarray),  # numpydoc "out : ndarray"
+        (np.arange, np.ndarray),
+        (np.random.default_rng, np.random.Generator),  # return annotation
+        (np.linspace, None),  # two values documented (retstep)
+        (json.loads, None),  # nothing said
+        (np.histogram, None),
+    ],
+)
+def test_the_result_class_agrees_with_calling_the_function(function, expected):
+    assert worker.result_class(function) is expected
+    if function is np.zeros:
+        assert type(function(3)) is expected  # the reference: calling it
+    if function is np.random.default_rng:
+        assert type(function(0)) is expected
 
 
 def test_a_method_signature_through_an_instance_drops_self_for_c_and_python_methods():

@@ -2,8 +2,11 @@
 
 `learn_roots(document)` reads the document's import statements with tree-sitter-python
 (syntax errors tolerated, relative and wildcard imports ignored) and returns
-alias -> module path (`import numpy as np` -> {"np": ("numpy",)}); results are cached by
-the document's import lines, so typing elsewhere costs nothing.
+alias -> module path (`import numpy as np` -> {"np": ("numpy",)}); `imported_modules`
+gives every dotted module path the statements name (``import sympy.physics.quantum`` ->
+``("sympy", "physics", "quantum")``: after it, ``sympy.physics`` exists at run time even
+where ``sympy/__init__`` never imports it).  Results are cached by the document's import
+lines, so typing elsewhere costs nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ _PARSER = None
 _IMPORT_QUERY = None
 #: the lines that can belong to an import statement (its continuation lines included)
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
-_ROOTS_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
+_ROOTS_CACHE: dict[tuple, tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]]]] = {}
 _ROOTS_CACHE_SIZE = 16
 
 
@@ -54,8 +57,18 @@ def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
     import b [as c]`` binds b (or c) -> (a, b).  Relative and wildcard imports are
     ignored; syntax errors are tolerated (tree-sitter recovers).  Later imports win.
     """
+    return dict(_read(document)[0])
+
+
+def imported_modules(document: str) -> frozenset[tuple[str, ...]]:
+    """The dotted module paths the document's import statements name: ``import a.b.c``
+    and ``import a.b.c as d`` -> (a, b, c); ``from a.b import c`` -> (a, b)."""
+    return _read(document)[1]
+
+
+def _read(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]]]:
     if not document:
-        return {}
+        return {}, frozenset()
     # Typing rarely touches the imports: the parse is redone only when the lines that
     # can hold an import (or the string delimiters that decide what is code) change.
     key = (
@@ -69,11 +82,12 @@ def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
         if len(_ROOTS_CACHE) >= _ROOTS_CACHE_SIZE:
             _ROOTS_CACHE.pop(next(iter(_ROOTS_CACHE)))
         _ROOTS_CACHE[key] = cached
-    return dict(cached)
+    return cached
 
 
-def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
+def _learn_roots_uncached(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]]]:
     roots: dict[str, tuple[str, ...]] = {}
+    modules: set[tuple[str, ...]] = set()
     tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
     for node in _import_statements(tree):
         if node.type == "import_statement":
@@ -87,10 +101,12 @@ def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
                         path = _dotted(name)
                         if path:
                             roots[alias.text.decode("utf-8", "replace")] = path
+                            modules.add(path)
                 elif child.type == "dotted_name":
                     path = _dotted(child)
                     if path:
                         roots[path[0]] = path[:1]
+                        modules.add(path)
             continue
         if node.type == "import_from_statement":
             module = node.child_by_field_name("module_name")
@@ -99,6 +115,7 @@ def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
             base = _dotted(module)
             if not base:
                 continue
+            modules.add(base)
             for child in node.children_by_field_name("name"):
                 if child.type == "aliased_import":
                     name, alias = (
@@ -114,7 +131,7 @@ def _learn_roots_uncached(document: str) -> dict[str, tuple[str, ...]]:
                     if len(parts) == 1:
                         roots[parts[0]] = base + parts
     # statements come in source order, so later imports overwrite earlier ones
-    return {alias: path for alias, path in roots.items() if alias.isidentifier()}
+    return {alias: path for alias, path in roots.items() if alias.isidentifier()}, frozenset(modules)
 
 
 def document_roots(text: str) -> dict[str, tuple[str, ...]]:

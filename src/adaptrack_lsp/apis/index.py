@@ -173,6 +173,48 @@ def _identifier(name: str) -> str:
     return name
 
 
+#: first element of the key under which `APIIndex.submodules(path)` is computed
+#: (``("<modules>", "numpy")``: the modules importable under numpy)
+MODULES = "<modules>"
+#: first element of the key under which the members of a path ending in `CALL` (what
+#: an instance has) are computed: such a path alone would read as a call key
+INSTANCE = "<members>"
+
+
+def members_key(path: Sequence[str]) -> tuple[str, ...]:
+    """The key `ready`/`prefetch`/`pending` use for `members(path)`: the path itself, or
+    ``(INSTANCE, *path)`` for a path ending in `CALL` (an instance's members)."""
+    path = tuple(path)
+    return (INSTANCE, *path) if path and path[-1] == CALL else path
+
+
+def modules_key(path: Sequence[str]) -> tuple[str, ...]:
+    """The key of `submodules(path)` (``()``: the top-level modules)."""
+    return (MODULES, *path)
+
+
+def key_kind(key: Sequence[str]) -> str:
+    """"modules", "members" or "signature" for a key of `ready`/`prefetch`."""
+    if key and key[0] == MODULES:
+        return "modules"
+    if key and key[0] == INSTANCE:
+        return "members"
+    return "signature" if is_call_key(key) else "members"
+
+
+def key_path(key: Sequence[str]) -> tuple[str, ...]:
+    """The path a key asks about (the key without its marker)."""
+    return tuple(key[1:]) if key and key[0] in (MODULES, INSTANCE) else tuple(key)
+
+
+def describe_key(key: Sequence[str]) -> str:
+    """A key as a person reads it: ``numpy.linalg``, ``numpy.histogram()``, ``the
+    modules under numpy``, ``the top-level modules``."""
+    if key and key[0] == MODULES:
+        return f"the modules under {dotted(key[1:])}" if len(key) > 1 else "the top-level modules"
+    return dotted(key_path(key))
+
+
 def call_key(path: Sequence[str]) -> tuple[str, ...]:
     """The call key of the expression `path` (``("numpy", "histogram", "()")``)."""
     return (*path, CALL)
@@ -205,6 +247,13 @@ class APIIndex(ABC):
     def signature(self, key: tuple[str, ...]) -> Signature | None:
         """The signature of the call `key` (a call key, see the module docstring); None
         when unknown (then any keyword is allowed).  Default: unknown."""
+        return None
+
+    def submodules(self, path: tuple[str, ...]) -> frozenset[str] | None:
+        """The module names importable right under `path` (``()``: top-level modules;
+        ``("numpy",)``: numpy's submodules, packages and modules registered at import
+        time), or None when unknown (then an import of them is not checked).  Default:
+        unknown."""
         return None
 
     def packages(self) -> dict[str, str]:
@@ -297,6 +346,13 @@ _EXPORTS = {
 __all__ = [  # noqa: PLE0604 - the lazily exported names are strings too
     "APIIndex",
     "CALL",
+    "INSTANCE",
+    "MODULES",
+    "describe_key",
+    "key_kind",
+    "key_path",
+    "members_key",
+    "modules_key",
     "Member",
     "Signature",
     "call_key",

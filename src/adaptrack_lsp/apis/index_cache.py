@@ -37,7 +37,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 #: bump when the stored structure or the member rules change, so old files are not reused
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: seconds the interpreter may take to say its version and sys.path
 PROBE_TIMEOUT_S = 20.0
 

@@ -45,6 +45,7 @@ import ast
 import importlib
 import inspect
 import json
+import re
 import sys
 import textwrap
 import types
@@ -132,8 +133,10 @@ def member_value(obj, name: str):
     return value
 
 
-def public_members(obj, extra_names=()) -> dict:
-    """Public members of `obj`: name -> (kind, has_members).  See the module docstring."""
+def public_members(obj, extra_names=(), private=False) -> dict:
+    """Public members of `obj`: name -> (kind, has_members).  See the module docstring.
+    `private`: names starting with ``_`` too (what the checks compare against: a
+    private name that exists at run time is not rejected; one that does not is)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -143,7 +146,7 @@ def public_members(obj, extra_names=()) -> dict:
     names.update(extra_names)
     result = {}
     for name in sorted(names):
-        if not isinstance(name, str) or name.startswith("_") or not name.isidentifier():
+        if not isinstance(name, str) or (name.startswith("_") and not private) or not name.isidentifier():
             continue
         try:
             value = member_value(obj, name)
@@ -310,7 +313,7 @@ def is_instance_method(static) -> bool:
 
 
 def instance_members(cls) -> dict:
-    """What an instance of `cls` has: name -> (kind, has_members) for its public names.
+    """What an instance of `cls` has: name -> (kind, has_members), private names included.
 
     The names of ``dir(cls)`` (the whole MRO: methods, properties and other descriptors,
     class attributes, ``__slots__``), annotated class-level names (dataclass fields and
@@ -321,7 +324,7 @@ def instance_members(cls) -> dict:
     ``__getattribute__``, sets attributes dynamically, or keeps an instance ``__dict__``
     without Python source to read.
     """
-    members = public_members(cls)
+    members = public_members(cls, private=True)
     dynamic = None
     for klass in cls.__mro__:
         if klass is object:
@@ -336,10 +339,10 @@ def instance_members(cls) -> dict:
             if dynamic != "any":
                 dynamic = kind
         for name in namespace.get("__annotations__", {}) or {}:
-            if isinstance(name, str) and not name.startswith("_"):
+            if isinstance(name, str) and name.isidentifier():
                 members.setdefault(name, ("instance", True))
         for name in getattr(klass, "__dataclass_fields__", {}) or {}:
-            if isinstance(name, str) and not name.startswith("_"):
+            if isinstance(name, str) and name.isidentifier():
                 members.setdefault(name, ("instance", True))
         node = _class_node(klass)
         if node is None:
@@ -350,44 +353,197 @@ def instance_members(cls) -> dict:
         if sets_dynamically:
             dynamic = "any"
         for name in names:
-            if not name.startswith("_"):
+            if name.isidentifier():
                 members.setdefault(name, ("instance", True))
     if dynamic is not None:
         members[ANY_ATTRIBUTE] = (dynamic, False)
     return members
 
 
+def _as_class(annotation):
+    """The class an annotation names: a class, or the origin of a generic alias
+    (``ndarray[Any, dtype[float64]]``, NumPy's ``NDArray[...]``); None for unions,
+    ``Any``, type variables, ``None`` and the rest."""
+    import typing
+
+    if inspect.isclass(annotation):
+        return None if annotation is type(None) else annotation
+    origin = typing.get_origin(annotation)
+    if inspect.isclass(origin) and origin not in (type, tuple):
+        return origin
+    return None
+
+
+_RETURNS = re.compile(r"^Returns?\n-{3,}\n(.*?)(?=^\S[^\n]*\n-{3,}\n|\Z)", re.M | re.S)
+_TYPE_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
+
+
+def _docstring_class(obj):
+    """The class a numpydoc "Returns" section names when it lists one value of one type
+    (``out : ndarray``): the documentation of the installed version, read without
+    calling anything.  None for several values, alternatives ("ndarray or scalar") or a
+    name that does not resolve to a class."""
+    try:
+        doc = inspect.getdoc(obj) or ""
+    except Exception:
+        return None
+    found = _RETURNS.search(doc)
+    if found is None:
+        return None
+    entries = [line for line in found.group(1).splitlines() if line.strip() and not line[:1].isspace()]
+    if len(entries) != 1:
+        return None
+    text = entries[0].split(" : ", 1)[-1] if " : " in entries[0] else entries[0]
+    text = text.split(",", 1)[0].strip().strip("`")
+    if not _TYPE_NAME.match(text) or text in ("None", "object"):
+        return None
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    places = [module, sys.modules.get((getattr(module, "__name__", "") or "").split(".")[0])]
+    for place in places:
+        if place is None:
+            continue
+        value = place
+        try:
+            for part in text.split("."):
+                value = getattr(value, part)
+        except Exception:
+            continue
+        if inspect.isclass(value):
+            return value
+    return None
+
+
 def result_class(obj):
     """The class of what calling `obj` returns, where one is known: a class gives its
-    instances; a function its return annotation when that is exactly one class (not a
-    union, ``Any``, a type variable or a string that does not resolve).  None otherwise."""
+    instances; a function its return annotation when that names one class (a generic
+    alias counts as its origin: ``NDArray[float64]`` is an ndarray), else the one type
+    its numpydoc "Returns" section names (C functions such as ``numpy.zeros``).  None
+    otherwise (unions, ``Any``, several values, nothing said)."""
     if inspect.isclass(obj):
         return obj
+    alias = _as_class(obj)  # a generic alias such as ``NDArray[float64]`` names its origin
+    if alias is not None and not callable(getattr(obj, "__wrapped__", None)):
+        return alias
+    annotation = inspect.Parameter.empty
     try:
         import typing
 
-        hints = typing.get_type_hints(obj)
-        annotation = hints.get("return")
+        annotation = typing.get_type_hints(obj).get("return", inspect.Parameter.empty)
     except Exception:
         try:
             annotation = inspect.signature(obj).return_annotation
         except Exception:
-            return None
-    if inspect.isclass(annotation) and annotation is not type(None):
-        return annotation
-    return None
+            pass
+    if annotation is not inspect.Parameter.empty:
+        return _as_class(annotation)  # an annotation that says "not one class" is final
+    return _docstring_class(obj)
 
 
 def resolve_value_type(path):
-    """The class of the value `path` names, for a path ending in ``"()"``: the class
-    called, or the one class the called function returns.  Only a single trailing call
-    is followed; TypeError where the type is not known."""
-    if not path or path[-1] != "()" or "()" in path[:-1]:
-        raise TypeError("only a path ending in one call names an instance")
-    cls = result_class(resolve(path[:-1]))
+    """The class of the value `path` names, for a path ending in ``"()"``: ``a.b()``
+    is what calling ``a.b`` returns (`result_class`); a ``"()"`` further in continues on
+    that class: ``("pandas", "read_csv", "()", "head", "()")`` is what the method
+    ``head`` of that result returns.  TypeError where a type is not known."""
+    if not path or path[-1] != "()":
+        raise TypeError("only a path ending in a call names an instance")
+    first = path.index("()")
+    cls = result_class(resolve(path[:first]))
     if cls is None:
-        raise TypeError("the type of what %s() returns is not known" % ".".join(path[:-1]))
+        raise TypeError("the type of what %s() returns is not known" % ".".join(path[:first]))
+    position = first + 1
+    while position < len(path):
+        end = path.index("()", position)
+        value = cls
+        for name in path[position:end]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = getattr(value, name)
+        cls = result_class(value)
+        if cls is None:
+            raise TypeError("the type of what %s() returns is not known" % ".".join(p for p in path[:end] if p != "()"))
+        position = end + 1
     return cls
+
+
+# --------------------------------------------------------------------------- modules
+
+#: import-system finders whose modules can be listed (any other finder on sys.meta_path
+#: may serve names nobody can list: then the top-level names are unknown)
+_LISTABLE_FINDERS = {
+    "_frozen_importlib.BuiltinImporter",
+    "_frozen_importlib.FrozenImporter",
+    "_frozen_importlib_external.PathFinder",
+    "_distutils_hack.DistutilsMetaFinder",  # setuptools' distutils shim: serves stdlib names
+    "six._SixMetaPathImporter",  # six.moves.*: submodules of six, no top-level names
+}
+
+
+def _finder_name(finder) -> str:
+    kind = finder if isinstance(finder, type) else type(finder)
+    return "%s.%s" % (kind.__module__, kind.__qualname__)
+
+
+def _directory_modules(folders) -> set:
+    """Module names a folder offers: what ``pkgutil`` lists (modules, regular packages,
+    extension modules) plus sub-folders with identifier names (namespace packages)."""
+    import os
+    import pkgutil
+
+    names = {name for _, name, _ in pkgutil.iter_modules(list(folders))}
+    for folder in folders:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.isidentifier() and os.path.isdir(os.path.join(folder, entry)):
+                names.add(entry)
+    return names
+
+
+def importable_modules(path):
+    """Module names importable right under `path`: top-level modules for ``[]``, the
+    submodules of package `path` otherwise (listed from its folders, registered in
+    ``sys.modules`` once it is imported, or bound as module attributes whose
+    ``__name__`` says they are its children: ``os.path``, TensorFlow's ``compat.v1``).
+    None when the list cannot be complete (an import finder that cannot be listed)."""
+    if not path:
+        names = set(sys.builtin_module_names) | _directory_modules(sys.path)
+        for finder in sys.meta_path:
+            name = _finder_name(finder)
+            if name in _LISTABLE_FINDERS:
+                continue
+            mapping = getattr(finder, "MAPPING", None)  # setuptools' editable installs
+            if isinstance(mapping, dict) and "_EditableFinder" in name:
+                names.update(str(key) for key in mapping)
+                continue
+            return None
+        frozen = getattr(sys, "_stdlib_module_names", ())
+        names.update(n for n in frozen if n in sys.builtin_module_names)
+        return sorted(n for n in names if n.isidentifier())
+    module = resolve(path)
+    if not isinstance(module, types.ModuleType):
+        raise TypeError("%s is not a module" % ".".join(path))
+    full = module.__name__
+    names = set()
+    folders = getattr(module, "__path__", None)
+    if folders is not None:
+        names |= _directory_modules(list(folders))
+    prefix = ".".join(path) + "."
+    for key in list(sys.modules):
+        for base in (prefix, full + "."):
+            if key.startswith(base) and "." not in key[len(base):]:
+                names.add(key[len(base):])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in dir(module):
+            try:
+                value = inspect.getattr_static(module, name)
+            except Exception:
+                continue
+            if isinstance(value, types.ModuleType) and getattr(value, "__name__", "") in (full + "." + name, prefix + name):
+                names.add(name)
+    return sorted(n for n in names if n.isidentifier())
 
 
 # --------------------------------------------------------------------------- signatures
@@ -586,12 +742,21 @@ def handle(request: dict) -> dict:
                     answer["signatures"] = member_signatures(cls, members, bound=True)
                 return answer
             obj = resolve(path)
-            members = public_members(obj, request.get("extra") or ())
+            members = public_members(obj, request.get("extra") or (), bool(request.get("private")))
             answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}
             if request.get("signatures"):
                 answer["signatures"] = member_signatures(obj, members)
         except (Exception, SystemExit) as error:  # an import may even call sys.exit
             answer.update(members=None, error="%s: %s" % (type(error).__name__, error))
+        return answer
+    if op == "modules":
+        path = [str(part) for part in request.get("path") or []]
+        try:
+            answer["modules"] = importable_modules(path)
+            if answer["modules"] is None:
+                answer["error"] = "an import finder on sys.meta_path cannot be listed"
+        except (Exception, SystemExit) as error:
+            answer.update(modules=None, error="%s: %s" % (type(error).__name__, error))
         return answer
     if op == "signature":
         path = [str(part) for part in request.get("path") or []]

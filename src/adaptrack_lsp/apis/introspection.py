@@ -263,13 +263,20 @@ class RuntimeIntrospector:
         return dict(answer.get("limits") or {}) if answer else None
 
     def members(
-        self, path: Sequence[str], extra: Sequence[str] = (), timeout_s: float | None = None, signatures: bool = False
+        self,
+        path: Sequence[str],
+        extra: Sequence[str] = (),
+        timeout_s: float | None = None,
+        signatures: bool = False,
+        private: bool = False,
     ) -> IntrospectionAnswer:
-        """Public members of `path` in the worker's environment (and, with `signatures`,
-        the parameters of its callable members)."""
+        """Public members of `path` in the worker's environment (with `private`, the
+        ``_`` names too; with `signatures`, the parameters of its callable members)."""
         payload = {"op": "members", "path": list(path), "extra": sorted(set(extra))}
         if signatures:
             payload["signatures"] = True
+        if private:
+            payload["private"] = True
         answer, failure = self.request(payload, timeout_s)
         if failure is not None:
             return failure

@@ -60,7 +60,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adaptrack_lsp.apis.index import CALL, APIIndex, Member, Signature, dotted, is_call_key
+from adaptrack_lsp.apis.index import (
+    CALL,
+    APIIndex,
+    Member,
+    Signature,
+    describe_key,
+    dotted,
+    key_kind,
+    key_path,
+    members_key,
+    modules_key,
+)
 from adaptrack_lsp.apis.index_cache import (
     PROBE_TIMEOUT_S,
     EnvironmentFacts,
@@ -319,6 +330,8 @@ class JediIndex(APIIndex):
         self._memory: dict[tuple[str, ...], dict[str, Member] | None] = {}
         #: call key -> signature (None: none found) for answered calls
         self._signatures: dict[tuple[str, ...], Signature | None] = {}
+        #: modules_key -> importable module names (None: not known)
+        self._modules: dict[tuple[str, ...], frozenset[str] | None] = {}
         self._pending: dict[tuple[str, ...], concurrent.futures.Future] = {}
         self._failed_at: dict[tuple[str, ...], float] = {}
         self._root_versions: dict[str, str] = {}
@@ -362,70 +375,80 @@ class JediIndex(APIIndex):
             return dict(self._root_versions)
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
-        path = tuple(path)
-        if self.problem or not path or not all(isinstance(p, str) and p.isidentifier() for p in path):
-            return None
-        with self._lock:
-            if path in self._memory:
-                return self._memory[path]
-            future = self._submit_locked(path)
-            if future is None:
-                return None
-        try:
-            return future.result(timeout=self.timeout_s)
-        except concurrent.futures.TimeoutError:
-            log.debug("API index: %s not answered within %.3g s (unknown for now)", ".".join(path), self.timeout_s)
-            return None
-        except Exception as error:  # a bug in a lookup must not reach the caller
-            log.warning("API index: lookup of %s failed: %s", ".".join(path), error)
-            return None
+        """Members of `path` (waits at most `timeout_s`; None when unknown).  A path
+        ending in `CALL` asks what an instance has (``("numpy", "ndarray", "()")``, or
+        what ``numpy.zeros()`` returns)."""
+        return self._answer(members_key(tuple(path)))
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
         """The signature of call `key` (waits at most `timeout_s`; None when unknown)."""
-        key = tuple(key)
-        if self.problem or not _valid_call_key(key):
+        return self._answer(tuple(key))
+
+    def submodules(self, path: tuple[str, ...]) -> frozenset[str] | None:
+        """Modules importable under `path` (runtime introspection only; waits at most
+        `timeout_s`; None when unknown)."""
+        return self._answer(modules_key(tuple(path)))
+
+    def _store(self, key: tuple[str, ...]) -> dict:
+        kind = key_kind(key)
+        return self._signatures if kind == "signature" else self._modules if kind == "modules" else self._memory
+
+    def _valid_key(self, key: tuple[str, ...]) -> bool:
+        kind = key_kind(key)
+        if kind == "signature":
+            return _valid_call_key(key)
+        path = key_path(key)
+        if kind == "modules":
+            return all(isinstance(p, str) and p.isidentifier() for p in path)
+        return _valid_member_path(path)
+
+    def _answer(self, key: tuple[str, ...]):
+        if self.problem or not self._valid_key(key):
             return None
+        store = self._store(key)
         with self._lock:
-            if key in self._signatures:
-                return self._signatures[key]
+            if key in store:
+                return store[key]
             future = self._submit_locked(key)
             if future is None:
                 return None
         try:
             future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError:
-            log.debug("API index: signature of %s not answered within %.3g s (unknown for now)", dotted(key), self.timeout_s)
+            log.debug("API index: %s not answered within %.3g s (unknown for now)", describe_key(key), self.timeout_s)
             return None
-        except Exception as error:
-            log.debug("API index: signature of %s failed to load: %s", dotted(key), error)
+        except Exception as error:  # a bug in a lookup must not reach the caller
+            log.warning("API index: lookup of %s failed: %s", describe_key(key), error)
             return None
         with self._lock:
-            return self._signatures.get(key)
+            return store.get(key)
 
     def prefetch(self, path: tuple[str, ...]) -> None:
-        """Start looking `path` (a member path or call key) up in the background (e.g.
-        for the document's imports)."""
-        path = tuple(path)
-        if self.problem or not path:
+        """Start looking a key up in the background (a member path, a call key, a
+        `modules_key` or `members_key`; e.g. for the document's imports)."""
+        key = tuple(path)
+        if self.problem or not key or not self._valid_key(key):
             return
         with self._lock:
-            if path not in (self._signatures if is_call_key(path) else self._memory):
-                self._submit_locked(path)
+            if key not in self._store(key):
+                self._submit_locked(key)
 
     def ready(self, path: tuple[str, ...]) -> bool:
-        """Whether `members(path)` (`signature(path)` for a call key) answers now,
-        without waiting for a lookup."""
-        path = tuple(path)
-        call = is_call_key(path)
-        if self.problem or not path or not (_valid_call_key(path) if call else all(isinstance(p, str) and p.isidentifier() for p in path)):
+        """Whether the answer for a key (see `prefetch`) is there now, without waiting
+        for a lookup."""
+        key = tuple(path)
+        if self.problem or not key or not self._valid_key(key):
             return True
+        kind = key_kind(key)
         with self._lock:
-            if path in (self._signatures if call else self._memory):
+            if key in self._store(key):
                 return True
-            failed_at = self._failed_at.get(path)
-            if path not in self._pending and failed_at is not None and time.monotonic() - failed_at < RETRY_FAILED_AFTER_S:
+            failed_at = self._failed_at.get(key)
+            if key not in self._pending and failed_at is not None and time.monotonic() - failed_at < RETRY_FAILED_AFTER_S:
                 return True
-        return self._signature_from_disk(path) if call else self._answer_from_disk(path)
+        if kind == "modules":
+            return False
+        return self._signature_from_disk(key) if kind == "signature" else self._answer_from_disk(key)
 
     def _signature_from_disk(self, key: tuple[str, ...]) -> bool:
         entry = self._disk.get(key[0])
@@ -440,6 +463,7 @@ class JediIndex(APIIndex):
     def _answer_from_disk(self, path: tuple[str, ...]) -> bool:
         """Move `path`'s answer from the loaded disk cache of its package into memory
         (a few file stats, no lookup); False when the disk cache has no valid answer."""
+        key, path = path, key_path(path)
         entry = self._disk.get(path[0])
         cached = entry["paths"].get(".".join(path)) if entry is not None else None
         if cached is None or not stamps_match(cached.get("files")):
@@ -447,7 +471,7 @@ class JediIndex(APIIndex):
         raw = cached.get("members")
         members = {n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None
         with self._lock:
-            self._memory.setdefault(path, members)
+            self._memory.setdefault(key, members)
         return True
 
     def work_seconds(self) -> float:
@@ -497,23 +521,28 @@ class JediIndex(APIIndex):
             job = self._jobs.get()
             if job is None:
                 return
-            path, future = job
+            key, future = job
             started = time.perf_counter()
-            call = is_call_key(path)
+            kind = key_kind(key)
             try:
-                answer, definitive = self._lookup_signature(path) if call else self._lookup(path)
+                if kind == "signature":
+                    answer, definitive = self._lookup_signature(key)
+                elif kind == "modules":
+                    answer, definitive = self._lookup_modules(key_path(key))
+                else:
+                    answer, definitive = self._lookup(key_path(key))
             except Exception as error:  # jedi raising on odd code is "unknown"
                 # (a signature that fails to load only leaves a call's keywords open)
-                (log.debug if call else log.warning)("API index: %s: %s: %s", dotted(path), type(error).__name__, error)
+                (log.debug if kind == "signature" else log.warning)("API index: %s: %s: %s", describe_key(key), type(error).__name__, error)
                 answer, definitive = None, False
             with self._lock:
                 self.busy_seconds += time.perf_counter() - started
-                self._pending.pop(path, None)
+                self._pending.pop(key, None)
                 if definitive:
-                    (self._signatures if call else self._memory)[path] = answer
-                    self._failed_at.pop(path, None)
+                    self._store(key)[key] = answer
+                    self._failed_at.pop(key, None)
                 else:
-                    self._failed_at[path] = time.monotonic()
+                    self._failed_at[key] = time.monotonic()
             future.set_result(answer)
 
     # ------------------------------------------------------------------ environment
@@ -682,8 +711,73 @@ class JediIndex(APIIndex):
 
     # ------------------------------------------------------------------ lookups
 
+    def _lookup_modules(self, path: tuple[str, ...]) -> tuple[frozenset[str] | None, bool]:
+        """(importable module names under `path`, definitive); runs on the background
+        thread.  Only the runtime can say what imports (module ``__getattr__`` loaders,
+        modules registered in ``sys.modules``, namespace packages, import hooks): without
+        runtime introspection the answer is unknown."""
+        if not self._ensure_facts() or not self.runtime_introspection:
+            return None, True
+        answer, failure = self._introspection().request({"op": "modules", "path": list(path)}, self.runtime_timeout_s)
+        if failure is not None:
+            return None, not failure.transient
+        names = answer.get("modules")
+        if not isinstance(names, list):
+            log.debug("API index: the modules under %s are not known: %s", dotted(path) or "the top level", answer.get("error"))
+            return None, True
+        return frozenset(str(name) for name in names), True
+
+    def _lookup_instance(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
+        """(what an instance of the type `path[:-1]` names, or of what calling it
+        returns, has; definitive): runtime introspection of the class (its instance
+        members, `introspect_worker.instance_members`), the result's class from jedi
+        where the runtime cannot tell (a C function such as ``numpy.zeros``).  Without
+        runtime introspection: unknown."""
+        if not self._ensure_facts() or not self.runtime_introspection:
+            return None, True
+        callee = path[:-1]
+        root_file = None
+        if path[0] not in self._disk:
+            root_file = next(iter(module_location(path[:1], self._sys_path)), None)
+        entry = self._disk_entry(path[0], root_file)
+        key = ".".join(path)
+        cached = entry["paths"].get(key)
+        if cached is not None and stamps_match(cached.get("files")):
+            raw = cached.get("members")
+            return ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None), True
+        stamps = module_stamps(callee, self._sys_path)
+        introspector = self._introspection()
+        answer = introspector.members(path, timeout_s=self.runtime_timeout_s, signatures=True)
+        target = path
+        if answer.members is None and not answer.transient and "not known" in (answer.error or ""):
+            self._ensure_environment()
+            result = self._result_type(callee)
+            if result is not None and result != callee:
+                target = (*result, CALL)
+                answer = introspector.members(target, timeout_s=self.runtime_timeout_s, signatures=True)
+        if answer.transient:
+            return None, False
+        members = dict(answer.members) if answer.members is not None else None
+        entry["paths"][key] = {
+            "via": "runtime",
+            "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
+            "files": stamps,
+        }
+        signature_keys = []
+        for name, items in (answer.signatures or {}).items():
+            call = (*path, name, CALL)
+            signature = _signature_or_none(items)
+            entry["signatures"][dotted(call)] = {"via": "runtime", "signature": items if signature is not None else None, "files": stamps}
+            signature_keys.append(dotted(call))
+            with self._lock:
+                self._signatures.setdefault(call, signature)
+        self._save(path[0], entry, key, signature_keys)
+        return members, True
+
     def _lookup(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
         """(members, definitive) for `path`; runs on the background thread."""
+        if path and path[-1] == CALL:
+            return self._lookup_instance(path)
         if not self._ensure_facts():
             return None, True  # the interpreter does not answer: unconstrained, `problem` says why
         root_file = None
@@ -702,7 +796,9 @@ class JediIndex(APIIndex):
         via = "jedi"
         found_signatures: dict[str, Signature | None] = {}
         if self.runtime_introspection and (not members or is_module):
-            answer = self._introspection().members(path, extra=sorted(members), timeout_s=self.runtime_timeout_s, signatures=True)
+            answer = self._introspection().members(
+                path, extra=sorted(members), timeout_s=self.runtime_timeout_s, signatures=True, private=True
+            )
             if answer.members is not None:
                 members, via = dict(answer.members), "runtime"
                 for name, member in members.items():
@@ -902,6 +998,16 @@ class JediIndex(APIIndex):
                     return kind, True
             return kind, False
         return kind, False
+
+
+def _valid_member_path(path: tuple[str, ...]) -> bool:
+    """Identifiers, where a `CALL` may only end the path (an instance's members)."""
+    return (
+        bool(path)
+        and all(isinstance(p, str) and p.isidentifier() for p in path[:-1])
+        and isinstance(path[-1], str)
+        and (path[-1].isidentifier() or (path[-1] == CALL and len(path) > 1))
+    )
 
 
 def _valid_call_key(key: tuple[str, ...]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from adaptrack_lsp.apis.index import APIIndex, Member, Signature
+from adaptrack_lsp.apis.index import APIIndex, Member, Signature, members_key, modules_key
 
 
 class ReadyOnlyIndex(APIIndex):
@@ -31,28 +31,30 @@ class ReadyOnlyIndex(APIIndex):
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
         path = tuple(path)
-        if self.index.ready(path):
-            return self.index.members(path)
-        if path in self.unknown:
-            return None
-        self.index.prefetch(path)
-        with self._lock:
-            if path not in self.pending:
-                self.pending.append(path)
-        return None
+        return self.index.members(path) if self._ready(members_key(path)) else None
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
         """The signature of call `key` when ready; else unknown, and `key` is pending."""
         key = tuple(key)
+        return self.index.signature(key) if self._ready(key) else None
+
+    def submodules(self, path: tuple[str, ...]) -> frozenset[str] | None:
+        """The modules importable under `path` when ready; else unknown, and pending."""
+        path = tuple(path)
+        return self.index.submodules(path) if self._ready(modules_key(path)) else None
+
+    def _ready(self, key: tuple[str, ...]) -> bool:
+        """Whether `key`'s answer is there; if not, its look-up starts and, unless the
+        caller gave up on it, it is listed in `pending`."""
         if self.index.ready(key):
-            return self.index.signature(key)
+            return True
         if key in self.unknown:
-            return None
+            return False
         self.index.prefetch(key)
         with self._lock:
             if key not in self.pending:
                 self.pending.append(key)
-        return None
+        return False
 
     def has_pending(self) -> bool:
         """Whether some answer was not ready (the decode should stop)."""

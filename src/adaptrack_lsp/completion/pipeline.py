@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptrack_lsp.apis.index import dotted
+from adaptrack_lsp.apis.index import describe_key
 from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
 from adaptrack_lsp.constrainers.environment import (
@@ -144,7 +144,7 @@ def run(
         index, info = environment.api_index(request.settings)
     result, plan, constraint = decoded
     if given_up:
-        waited = ", ".join(dotted(p) for p in given_up)
+        waited = ", ".join(describe_key(p) for p in given_up)
         info = dataclasses.replace(info, problem=f"members of {waited} were not computed in time; left unconstrained")
     packages: dict[str, str] = {}
     if index is not None:
@@ -248,7 +248,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             index=view,
             document=request.text,
             prefix=plan.constraint_prefix,
-            roots=request.import_roots,
+            roots=request.bound_names,
             forced_prefix=plan.heal_text,
             clean=constrained,
             keywords_index=view if settings.keyword_arguments else None,
@@ -296,7 +296,7 @@ def wait_for_paths(index, paths, given_up: set, progress: Callable[[str], None] 
     if not waiting:
         return 0.0
     if progress is not None:
-        progress("computing the API members of " + ", ".join(dotted(p) for p in waiting))
+        progress("computing the API members of " + ", ".join(describe_key(p) for p in waiting))
     for path in waiting:
         if not index.wait_ready([path], INDEX_WAIT_LIMIT_S):
             given_up.add(path)
@@ -305,7 +305,7 @@ def wait_for_paths(index, paths, given_up: set, progress: Callable[[str], None] 
 
 def indexing_result(request: CompletionRequest, pending, info: ConstraintInfo, started: float) -> CompletionResult:
     """The answer while API members `pending` are computed: no candidates, status "indexing"."""
-    names = ", ".join(dotted(p) for p in pending)
+    names = ", ".join(describe_key(p) for p in pending)
     return CompletionResult(
         candidates=[],
         counters={"service_seconds": time.perf_counter() - started, "index_wait_seconds": 0.0},

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adaptrack_lsp.apis.imports import document_roots
-from adaptrack_lsp.apis.index import CALL
+from adaptrack_lsp.apis.index import CALL, members_key
+from adaptrack_lsp.apis.receivers import receiver_bindings
 from adaptrack_lsp.config import Settings
 
 MODES = ("inline", "list")
@@ -65,6 +66,10 @@ class CompletionRequest:
     typed_word: str = ""
     #: alias -> module path bound by the document's imports (parsed once)
     import_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: name -> typed path (ending in "()") for the names visible at the cursor whose
+    #: type the document states (`apis.receivers`: ``a = np.zeros(3)``, ``def f(a:
+    #: np.ndarray)``)
+    receivers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: the API index paths the completion needs before decoding (`cursor_paths`)
     needed_paths: tuple[tuple[str, ...], ...] = ()
 
@@ -86,6 +91,7 @@ class CompletionRequest:
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
         roots = document_roots(text)
+        receivers = receiver_bindings(text, offset, roots)
         return cls(
             text=text,
             offset=offset,
@@ -96,13 +102,20 @@ class CompletionRequest:
             seed=request_seed(text, offset, mode) if seed is None else int(seed),
             typed_word=_WORD_TAIL.search(text, line_start, offset).group(0),
             import_roots=roots,
+            receivers=receivers,
             needed_paths=tuple(
                 dict.fromkeys(
-                    cursor_paths(text[line_start:offset], roots)
-                    + (open_call_paths(text, offset, roots) if (settings or Settings()).keyword_arguments else ())
+                    cursor_paths(text[line_start:offset], roots, receivers)
+                    + (open_call_paths(text, offset, {**receivers, **roots}) if (settings or Settings()).keyword_arguments else ())
                 )
             ),
         )
+
+    @property
+    def bound_names(self) -> dict[str, tuple[str, ...]]:
+        """Every name the checks resolve: the typed receivers and the import aliases (an
+        alias wins over a receiver of the same name)."""
+        return {**self.receivers, **self.import_roots}
 
     @property
     def line_prefix(self) -> str:
@@ -116,19 +129,22 @@ class CompletionRequest:
         return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
 
 
-def cursor_paths(line_prefix: str, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
-    """The index paths a completion after `line_prefix` needs before decoding: the modules
+def cursor_paths(
+    line_prefix: str, roots: dict[str, tuple[str, ...]], receivers: dict[str, tuple[str, ...]] | None = None
+) -> tuple[tuple[str, ...], ...]:
+    """The index keys a completion after `line_prefix` needs before decoding: the modules
     the document imports (`roots`) and every prefix of the attribute chain at the cursor
-    (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
+    (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1; after a
+    typed receiver, ``a.`` -> what ``a`` has, `members_key`)."""
     paths = list(roots.values())
     match = _CURSOR_CHAIN.search(line_prefix)
     if match:
         names = [name.strip() for name in match.group(1).split(".")]
-        root = roots.get(names[0])
+        root = roots.get(names[0]) or (receivers or {}).get(names[0])
         if root:
             chain = tuple(root) + tuple(names[1:])
             paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
-    return tuple(dict.fromkeys(tuple(p) for p in paths))
+    return tuple(dict.fromkeys(members_key(p) for p in paths))
 
 
 def open_call_paths(text: str, offset: int, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adaptrack_lsp.apis.imports import learn_roots
+from adaptrack_lsp.apis.imports import imported_modules, learn_roots
 from adaptrack_lsp.apis.index import APIIndex, Member
+from adaptrack_lsp.apis.introspect_worker import ANY_ATTRIBUTE
 from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.constrainers.base import Constrainer
 
@@ -47,6 +48,7 @@ _OPEN1 = 4  # (_OPEN1, quote): one quote seen at a string start
 _OPEN2 = 5  # (_OPEN2, quote): two quotes seen (empty string or a triple-quote start)
 _STRING = 6  # (_STRING, quote, triple, escape_pending, closing_quotes_seen)
 _COMMENT = 7  # (_COMMENT,)
+_VALUE = 8  # (_VALUE, name, spaced): an attribute a data proxy serves (not a member): no call
 
 FRESH_CODE = (_CODE, "", False)
 _WORD_RUN = re.compile(r"\w+").match
@@ -144,10 +146,25 @@ def safe_lex_start(prefix: str) -> int:
 
 # -- per-path data ---------------------------------------------------------------------------
 class _PathInfo:
-    __slots__ = ("members", "prefixes", "sorted_names")
+    """The members of one path as the lexer needs them.  An index answer with the
+    ``"*"`` entry (`introspect_worker.ANY_ATTRIBUTE`): kind ``"any"`` -> unknown (any
+    attribute may exist); ``"values"`` -> `open_values` (unlisted names are data, e.g.
+    a DataFrame's columns: they may be read but not called)."""
 
-    def __init__(self, members: Mapping[str, Member] | None):
-        self.members = None if members is None else frozenset(members)
+    __slots__ = ("members", "open_values", "prefixes", "private_open", "sorted_names")
+
+    def __init__(self, members: Mapping[str, Member] | None, extra: frozenset[str] = frozenset()):
+        self.open_values = False
+        if members is not None and ANY_ATTRIBUTE in members:
+            if members[ANY_ATTRIBUTE].kind != "values":
+                members = None
+            else:
+                self.open_values = True
+                members = {name: member for name, member in members.items() if name != ANY_ATTRIBUTE}
+        self.members = None if members is None else frozenset(members) | extra
+        #: the answer lists no private name (jedi's static view, snapshots): a ``_`` name
+        #: is unknown, never rejected; a runtime answer lists them all (``__doc__``, ...)
+        self.private_open = self.members is not None and not any(name[:1] == "_" for name in self.members)
         if self.members is None:
             self.prefixes = frozenset()
             self.sorted_names: list[str] = []
@@ -191,6 +208,8 @@ class ApiMonitor(Constrainer):
         self._roots_from_document: str | None = None
         self._roots_version = 0
         self._paths: dict[tuple[str, ...], _PathInfo] = {}
+        self._module_edges: dict[tuple[str, ...], frozenset[str]] = {}
+        self._modules_from_document: str | None = None
         self.lookup_errors = 0
 
     # -- roots and lookups -------------------------------------------------------------
@@ -217,6 +236,19 @@ class ApiMonitor(Constrainer):
         self._roots_version += 1
         self._roots_from_document = document
 
+    def _learn_imported_modules(self, document: str) -> None:
+        """Submodules the document imports explicitly are members of their parents
+        (``import sympy.physics.quantum`` makes ``sympy.physics`` exist at run time)."""
+        if document == self._modules_from_document:
+            return
+        edges: dict[tuple[str, ...], set[str]] = {}
+        for module in imported_modules(document):
+            for depth in range(1, len(module)):
+                edges.setdefault(module[:depth], set()).add(module[depth])
+        self._module_edges = {path: frozenset(names) for path, names in edges.items()}
+        self._modules_from_document = document
+        self._paths.clear()
+
     def path_info(self, path: tuple[str, ...]) -> _PathInfo:
         info = self._paths.get(path)
         if info is None:
@@ -226,7 +258,7 @@ class ApiMonitor(Constrainer):
                 self.lookup_errors += 1
                 log.warning("API index lookup of %s failed: %s", ".".join(path), error)
                 members = None
-            info = self._paths[path] = _PathInfo(members)
+            info = self._paths[path] = _PathInfo(members, self._module_edges.get(path, frozenset()))
         return info
 
     def members(self, path: tuple[str, ...]) -> frozenset[str] | None:
@@ -241,6 +273,7 @@ class ApiMonitor(Constrainer):
         document = getattr(context, "document", "") or ""
         prefix = getattr(context, "prefix", "") or ""
         self._learn(document or prefix)
+        self._learn_imported_modules(document or prefix)
         start = safe_lex_start(prefix)
         state, _violation = self.lex(FRESH_CODE, prefix[start:], lenient=True)
         return state
@@ -250,8 +283,8 @@ class ApiMonitor(Constrainer):
 
     def is_complete(self, state) -> bool:
         if state[0] == _MEMBER:
-            members = self.path_info(state[1]).members
-            return members is not None and state[2] in members
+            info = self.path_info(state[1])
+            return info.members is not None and (state[2] in info.members or (info.open_values and bool(state[2])))
         return True
 
     # -- explanations ------------------------------------------------------------------------
@@ -262,15 +295,31 @@ class ApiMonitor(Constrainer):
         tensorflow 2.21.0 (…: pad, parallel_stack, …)" (when it stops at the first
         rejected character), "np.random.rand has no members"."""
         current = state
+        previous = None
         for position, char in enumerate(text):
             following, _violation = self.lex(current, char)
             if following is None:
+                if current[0] == _VALUE:
+                    owner = previous[1] if previous is not None and previous[0] == _MEMBER else None
+                    return self._not_callable(owner, current[1])
                 if current[0] == _MEMBER:
                     rest = _WORD_RUN(text, position + 1)
                     return self._missing_member(current[1], current[2], char, rest.group() if rest else "")
                 break
+            if following[0] != current[0] or current[0] != _VALUE:
+                previous = current
             current = following
         return super().rejection(state, text)
+
+    def _not_callable(self, path: tuple[str, ...] | None, name: str) -> str:
+        if path is None:
+            return f"{name} is not a method here: it can only be a data attribute"
+        try:
+            version = self.index.packages().get(path[0], "")
+        except Exception:  # noqa: BLE001
+            version = ""
+        where = f" in {path[0]} {version}" if version and version != "unknown" else ""
+        return f"{self.written(path)}.{name} is not a method{where} (other attributes are data, such as columns, and cannot be called)"
 
     def written(self, path: tuple[str, ...]) -> str:
         """`path` as the document writes it, through its longest import alias
@@ -340,6 +389,8 @@ class ApiMonitor(Constrainer):
             return f"after {'.'.join(state[1])}"
         if mode == _CODE:
             return f"code (identifier {state[1]!r})" if state[1] else "code"
+        if mode == _VALUE:
+            return f"data attribute {state[1]!r}"
         return {
             _NUMBER: "number",
             _OPEN1: "string",
@@ -395,6 +446,10 @@ class ApiMonitor(Constrainer):
             if mode == _MEMBER:
                 path, partial = state[1], state[2]
                 info = self.path_info(path)
+                if not partial and char == "_" and info.private_open:
+                    # a private name the answer does not list is unknown: it may exist
+                    state = (_CODE, "", True)
+                    continue
                 if char in _ASCII_IDENT or (
                     char > "\x7f" and (char.isalnum() or char == "_")
                 ):
@@ -406,6 +461,10 @@ class ApiMonitor(Constrainer):
                         state = (_MEMBER, path, extended)
                         position = end
                         continue
+                    if info.open_values:  # not a member: data (a column), any name
+                        state = (_VALUE, extended, False)
+                        position = end
+                        continue
                     if end > position + 1:  # find the first character that fails
                         extended = partial + char
                         if extended in info.prefixes:
@@ -415,12 +474,38 @@ class ApiMonitor(Constrainer):
                 elif partial in info.members:
                     state = (_AFTER, path + (partial,))
                     continue
+                elif info.open_values and partial:
+                    state = (_VALUE, partial, False)
+                    continue
                 # violation
                 if not lenient:
                     return None, position
                 if violation < 0:
                     violation = position
                 state = (_CODE, partial, True)
+                continue
+            if mode == _VALUE:  # (_VALUE, name, spaced): a data attribute, not callable
+                if not state[2] and is_identifier_char(char):
+                    end = _WORD_RUN(text, position).end()
+                    state = (_VALUE, state[1] + text[position:end], False)
+                    position = end
+                    continue
+                if char in _INLINE_SPACE:
+                    state = (_VALUE, state[1], True)
+                    position += 1
+                    continue
+                if char == "(":
+                    if not lenient:
+                        return None, position
+                    if violation < 0:
+                        violation = position
+                    state = FRESH_CODE
+                    continue
+                if char == ".":
+                    state = (_CODE, "", True)
+                    position += 1
+                    continue
+                state = FRESH_CODE
                 continue
             if mode == _AFTER:
                 if char == ".":
@@ -516,6 +601,8 @@ class ApiMonitor(Constrainer):
         token is valid except the few that contain an alias followed by ``.`` (checked
         one by one), so the cost does not grow with the vocabulary.
         """
+        if state[0] == _VALUE or (state[0] == _MEMBER and self.path_info(state[1]).open_values):
+            return None  # a data proxy's names are open: the index walks the vocabulary
         return _ApiMasks.of(self, index).mask(state)
 
 
@@ -550,6 +637,7 @@ class _ApiMasks:
         self._unknown_dot_verdicts: np.ndarray | None = None
         #: (table, path) -> token groups of every member of the path (state right after ".")
         self._full_groups: dict = {}
+        self._private_dot: np.ndarray | None = None
 
     @classmethod
     def of(cls, monitor: ApiMonitor, index: TokenIndex) -> _ApiMasks:
@@ -647,9 +735,15 @@ class _ApiMasks:
                 self._unknown_dot_verdicts = self._unknown_dot()
             mask[ids] = self._unknown_dot_verdicts
             return
+        if info.open_values:  # any name may follow: every dot token is checked
+            self._set_exact_table(mask, dot, (_MEMBER, path, ""), ids)
+            return
         mask[ids] = False
         mask[dot.empty_rest_ids] = True
         self._member_table(mask, dot, info, "", (_MEMBER, path, ""))
+        private = self._dot_private_ids() if info.private_open else ()
+        if len(private):  # ._name the answer does not list: unknown, lexed on as code
+            self._set_exact_table(mask, dot, (_MEMBER, path, ""), private)
 
     def _unknown_dot(self) -> np.ndarray:
         """Verdicts of the dot tokens when the path before the dot is unknown: the dot
@@ -667,11 +761,23 @@ class _ApiMasks:
                     )
         return verdicts
 
+    def _dot_private_ids(self) -> np.ndarray:
+        """Dot-table tokens whose name part starts with "_" (``._x``)."""
+        if self._private_dot is None:
+            dot = self.tables.dot
+            self._private_dot = np.asarray(
+                [t for t in dot.ids.tolist() if dot.rest_of[t][:1] == "_"], dtype=np.int64
+            )
+        return self._private_dot
+
     def member_mask(self, state) -> np.ndarray:
         path, partial = state[1], state[2]
         info = self.monitor.path_info(path)
         mask = np.zeros(self.tables.size, dtype=bool)
         self._member_table(mask, self.tables.main, info, partial, state)
+        if not partial and info.private_open:  # an unlisted private name: unknown, lexed as code
+            private = self.tables.ids_starting_with("_")
+            mask[private] = self.base_after_dot()[private]
         if partial in info.members:
             # tokens starting with a non-identifier character end the name here
             tables = self.tables
