@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from adaptrack_lsp.apis.index import APIIndex
 from adaptrack_lsp.constrainers.api import (
     FRESH_CODE,
+    LINE_START,
     ApiMonitor,
     ConstraintContext,
     StaticIndex,
@@ -224,8 +225,8 @@ def test_prompt_violations_are_lenient():
 @given(prefix=st.text(alphabet="ab\"'#\\\n xnp.()r", max_size=40))
 def test_safe_start_gives_the_same_state_as_lexing_everything(prefix):
     monitor = ApiMonitor(StaticIndex(NAMES), roots={"np": ("numpy",)})
-    full, _ = monitor.lex(FRESH_CODE, prefix, lenient=True)
-    tail, _ = monitor.lex(FRESH_CODE, prefix[safe_lex_start(prefix) :], lenient=True)
+    full, _ = monitor.lex(LINE_START, prefix, lenient=True)  # a document starts a statement
+    tail, _ = monitor.lex(LINE_START, prefix[safe_lex_start(prefix) :], lenient=True)
     assert tail == full
 
 

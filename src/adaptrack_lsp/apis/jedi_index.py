@@ -725,7 +725,18 @@ class JediIndex(APIIndex):
         if not isinstance(names, list):
             log.debug("API index: the modules under %s are not known: %s", dotted(path) or "the top level", answer.get("error"))
             return None, True
-        return frozenset(str(name) for name in names), True
+        found = {str(name) for name in names}
+        if not path and self.workspace:  # the workspace's own modules (names only, nothing read)
+            for folder in (Path(self.workspace), Path(self.workspace) / "src"):
+                try:
+                    entries = list(folder.iterdir()) if folder.is_dir() else []
+                except OSError:
+                    entries = []
+                for entry in entries[:5000]:
+                    stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
+                    if stem.isidentifier() and (entry.name.endswith(".py") or entry.is_dir()):
+                        found.add(stem)
+        return frozenset(found), True
 
     def _lookup_instance(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
         """(what an instance of the type `path[:-1]` names, or of what calling it

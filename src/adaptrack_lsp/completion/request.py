@@ -70,6 +70,9 @@ class CompletionRequest:
     #: type the document states (`apis.receivers`: ``a = np.zeros(3)``, ``def f(a:
     #: np.ndarray)``)
     receivers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: module names beside the document (its folder's .py files and packages): what a
+    #: script's ``import helper`` finds, though no environment lists it
+    local_modules: frozenset[str] = frozenset()
     #: the API index paths the completion needs before decoding (`cursor_paths`)
     needed_paths: tuple[tuple[str, ...], ...] = ()
 
@@ -103,6 +106,7 @@ class CompletionRequest:
             typed_word=_WORD_TAIL.search(text, line_start, offset).group(0),
             import_roots=roots,
             receivers=receivers,
+            local_modules=modules_beside(document),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(text[line_start:offset], roots, receivers)
@@ -127,6 +131,32 @@ class CompletionRequest:
     def decoder(self) -> str:
         """The decoder the settings name for this mode (`decoder` / `listDecoder`)."""
         return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
+
+
+def modules_beside(document: str) -> frozenset[str]:
+    """The module names a file's folder offers (``helper.py``, ``pkg/``), for a document
+    given as a ``file:`` URI or a path; empty for anything else.  Only names are read."""
+    if not document:
+        return frozenset()
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    if document.startswith("file:"):
+        path = Path(unquote(urlparse(document).path))
+    elif "://" in document or document.startswith(("untitled:", "inmemory:")):
+        return frozenset()
+    else:
+        path = Path(document)
+    try:
+        entries = list(path.parent.iterdir()) if path.parent.is_dir() else []
+    except OSError:
+        return frozenset()
+    names = set()
+    for entry in entries[:5000]:
+        stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
+        if stem.isidentifier() and (entry.name.endswith(".py") or entry.is_dir()):
+            names.add(stem)
+    return frozenset(names)
 
 
 def cursor_paths(

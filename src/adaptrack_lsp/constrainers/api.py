@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import logging
 import re
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,8 +30,9 @@ from adaptrack_lsp.apis.index import APIIndex, Member
 from adaptrack_lsp.apis.introspect_worker import ANY_ATTRIBUTE
 from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.constrainers.base import Constrainer
+from adaptrack_lsp.constrainers.call_arguments import statement_start
 
-__all__ = ["ApiMonitor", "ConstraintContext", "FRESH_CODE", "StaticIndex", "learn_roots", "safe_lex_start"]
+__all__ = ["ApiMonitor", "ConstraintContext", "FRESH_CODE", "LINE_START", "StaticIndex", "learn_roots", "safe_lex_start"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from adaptrack_lsp.constrainers.token_index import TokenIndex
@@ -49,6 +51,18 @@ _OPEN2 = 5  # (_OPEN2, quote): two quotes seen (empty string or a triple-quote s
 _STRING = 6  # (_STRING, quote, triple, escape_pending, closing_quotes_seen)
 _COMMENT = 7  # (_COMMENT,)
 _VALUE = 8  # (_VALUE, name, spaced): an attribute a data proxy serves (not a member): no call
+_LINE = 9  # (_LINE,): code at the start of a statement (only indentation so far)
+_STMT = 10  # (_STMT, word): the first word of a statement (``import``/``from`` start imports)
+_IMPORT = 11  # (_IMPORT, kind, module, partial, stage, paren, checked, pending): an import statement
+_SCOPED = 12  # (_SCOPED, learned, state): `state` with names bound by imports written so far
+
+_LINE_START = (_LINE,)
+#: the state at the start of a statement (a document starts with one)
+LINE_START = _LINE_START
+#: import-statement stages (see `ApiMonitor._lex_import`)
+_I_MODULE, _I_AFTER_MODULE, _I_WORD, _I_ALIAS = "module", "after-module", "word", "alias"
+_I_NAMES, _I_AFTER_NAME, _I_NAME_WORD, _I_NAME_ALIAS, _I_FREE = "names", "after-name", "name-word", "name-alias", "free"
+_STATEMENT_END = frozenset("\n;")
 
 FRESH_CODE = (_CODE, "", False)
 _WORD_RUN = re.compile(r"\w+").match
@@ -77,6 +91,11 @@ class ConstraintContext:
 
     document: str = ""
     prefix: str = ""
+
+
+def _inner(state):
+    """`state` without the scope of names bound by imports in the generated text."""
+    return state[2] if state[0] == _SCOPED else state
 
 
 # -- prompt scanning -----------------------------------------------------------------------
@@ -198,9 +217,14 @@ class ApiMonitor(Constrainer):
     """
 
     def __init__(
-        self, index: APIIndex, roots: Mapping[str, tuple[str, ...]] | None = None
+        self,
+        index: APIIndex,
+        roots: Mapping[str, tuple[str, ...]] | None = None,
+        local_modules: frozenset[str] = frozenset(),
     ):
         self.index = index
+        #: top-level module names beside the document (a script's own modules)
+        self.local_modules = frozenset(local_modules)
         self.source = getattr(index, "source", "") or type(index).__name__
         self._roots: dict[str, tuple[str, ...]] | None = (
             None if roots is None else {k: tuple(v) for k, v in roots.items()}
@@ -209,6 +233,7 @@ class ApiMonitor(Constrainer):
         self._roots_version = 0
         self._paths: dict[tuple[str, ...], _PathInfo] = {}
         self._module_edges: dict[tuple[str, ...], frozenset[str]] = {}
+        self._scoped_roots: dict[tuple, dict[str, tuple[str, ...]]] = {}
         self._modules_from_document: str | None = None
         self.lookup_errors = 0
 
@@ -264,6 +289,207 @@ class ApiMonitor(Constrainer):
     def members(self, path: tuple[str, ...]) -> frozenset[str] | None:
         return self.path_info(path).members
 
+
+    # -- import statements written in the generated text ----------------------------------
+    def _roots_with(self, learned: tuple) -> dict[str, tuple[str, ...]]:
+        """The roots plus the names imports in the generated text bound (`learned`)."""
+        roots = self._roots or {}
+        if not learned:
+            return roots
+        found = self._scoped_roots.get(learned)
+        if found is None:
+            found = self._scoped_roots[learned] = {**roots, **dict(learned)}
+        return found
+
+    @staticmethod
+    def _scoped(learned: tuple, state):
+        return (_SCOPED, learned, state) if learned else state
+
+    def module_names(self, path: tuple[str, ...]) -> _PathInfo | None:
+        """The modules importable under `path` (``()``: top level) as a `_PathInfo`
+        (names and their prefixes), or None when the index does not know them."""
+        key = ("<modules>", *path)
+        info = self._paths.get(key)
+        if info is None:
+            try:
+                names = self.index.submodules(path)
+            except Exception as error:  # noqa: BLE001 - unknown, unconstrained
+                self.lookup_errors += 1
+                log.warning("API index: modules under %s failed: %s", ".".join(path), error)
+                names = None
+            if names is not None and not path:
+                names = frozenset(names) | self.local_modules
+            info = self._paths[key] = _PathInfo(None if names is None else {n: Member(n, "module") for n in names})
+        return info if info.members is not None else None
+
+    def import_names(self, module: tuple[str, ...]) -> _PathInfo | None:
+        """What ``from module import NAME`` may name: its members and its submodules;
+        None when either is unknown."""
+        key = ("<import from>", *module)
+        info = self._paths.get(key)
+        if info is None:
+            members = self.path_info(module)
+            modules = self.module_names(module)
+            if members.members is None or modules is None or members.open_values:
+                info = _PathInfo(None)
+            else:
+                names = {n: Member(n, "module") for n in modules.members}
+                names.update({n: Member(n, "name") for n in members.members})
+                info = _PathInfo(names)
+                info.private_open = members.private_open
+            self._paths[key] = info
+        return info if info.members is not None else None
+
+    def _lex_import(self, state, char: str):
+        """One character of an import statement: (next state or None for a violation,
+        whether `char` was consumed, a binding (alias, path) the statement completed or
+        None).  The grammar read: ``import a.b [as c], ...`` and ``from a.b import c [as
+        d], ...`` (parenthesised and multi-line too); a module path must be importable
+        (`APIIndex.submodules`), a name imported from it one of its members or submodules.
+        Relative imports, ``*`` and anything unexpected leave the rest of the statement
+        unchecked (its syntax is the syntax check's business)."""
+        _, kind, module, partial, stage, paren, checked, pending = state
+
+        def with_(**changes):
+            values = {"kind": kind, "module": module, "partial": partial, "stage": stage, "paren": paren, "checked": checked, "pending": pending}
+            values.update(changes)
+            return (_IMPORT, values["kind"], values["module"], values["partial"], values["stage"], values["paren"], values["checked"], values["pending"])
+
+        def binding_of_module(path):
+            return (path[0], path[:1]) if len(path) == 1 else None
+
+        ident = is_identifier_char(char)
+        if stage == _I_FREE:
+            if char in _STATEMENT_END and (char == ";" or not paren):
+                return _LINE_START, True, None
+            if char == "#":
+                return (_COMMENT,), True, None
+            if char == "(":
+                return with_(paren=True), True, None
+            if char == ")":
+                return with_(paren=False), True, None
+            return state, True, None
+        if stage == _I_MODULE:
+            if ident:
+                if partial == "" and not _is_identifier_start(char):
+                    return with_(stage=_I_FREE), True, None
+                extended = partial + char
+                if checked:
+                    info = self.module_names(module)
+                    if info is None:
+                        return with_(partial=extended, checked=False), True, None
+                    if extended not in info.prefixes and not (extended[:1] == "_" and not module):
+                        return None, False, None
+                return with_(partial=extended), True, None
+            complete = not checked or partial[:1] == "_" and not module or self._module_complete(module, partial)
+            if char in _INLINE_SPACE:
+                if not partial:
+                    return (state if not module else with_(stage=_I_FREE)), True, None
+                if not complete:
+                    return None, False, None
+                return with_(module=module + (partial,), partial="", stage=_I_AFTER_MODULE), True, None
+            if char == ".":
+                if not partial:
+                    return with_(stage=_I_FREE), True, None  # a relative import
+                if not complete:
+                    return None, False, None
+                return with_(module=module + (partial,), partial=""), True, None
+            if partial and not complete:
+                return None, False, None
+            full = module + ((partial,) if partial else ())
+            return with_(module=full, partial="", stage=_I_AFTER_MODULE), False, None
+        if stage == _I_AFTER_MODULE:
+            if char in _INLINE_SPACE:
+                return state, True, None
+            if _is_identifier_start(char):
+                return with_(partial=char, stage=_I_WORD), True, None
+            if kind == "import" and char == ",":
+                return (_IMPORT, kind, (), "", _I_MODULE, paren, True, None), True, binding_of_module(module) if module else None
+            if char in _STATEMENT_END:
+                return _LINE_START, True, binding_of_module(module) if kind == "import" and module else None
+            if char == "#":
+                return (_COMMENT,), True, binding_of_module(module) if kind == "import" and module else None
+            return with_(stage=_I_FREE), True, None
+        if stage == _I_WORD:
+            if ident:
+                return with_(partial=partial + char), True, None
+            if kind == "import" and partial == "as":
+                return with_(partial="", stage=_I_ALIAS), False, None
+            if kind == "from" and partial == "import":
+                return with_(partial="", stage=_I_NAMES), False, None
+            return with_(stage=_I_FREE), False, None
+        if stage == _I_ALIAS:
+            if ident and (partial or _is_identifier_start(char)):
+                return with_(partial=partial + char), True, None
+            if not partial and char in _INLINE_SPACE:
+                return state, True, None
+            binding = (partial, module) if partial and module else None
+            return (_IMPORT, kind, (), "", _I_AFTER_MODULE, paren, checked, None), False, binding
+        if stage == _I_NAMES:
+            if ident:
+                if partial == "" and not _is_identifier_start(char):
+                    return with_(stage=_I_FREE), True, None
+                extended = partial + char
+                if checked:
+                    info = self.import_names(module)
+                    if info is None or (extended[:1] == "_" and info.private_open):
+                        return with_(partial=extended, checked=False), True, None
+                    if extended not in info.prefixes:
+                        return None, False, None
+                return with_(partial=extended), True, None
+            if not partial:
+                if char in _INLINE_SPACE or (char == "\n" and paren) or char == ",":
+                    return state, True, None
+                if char == "(" and not paren:
+                    return with_(paren=True), True, None
+                if char == "*":
+                    return with_(stage=_I_AFTER_NAME, pending=None), True, None
+                if char == ")" and paren:
+                    return with_(stage=_I_AFTER_NAME, paren=False, pending=None), True, None
+                if char in _STATEMENT_END or char == "#":
+                    return with_(stage=_I_FREE), False, None
+                return with_(stage=_I_FREE), True, None
+            if checked and not self._name_complete(module, partial):
+                return None, False, None
+            return with_(partial="", stage=_I_AFTER_NAME, pending=partial, checked=True), False, None
+        if stage == _I_AFTER_NAME:
+            binding = (pending, module + (pending,)) if pending else None
+            if char in _INLINE_SPACE or (char == "\n" and paren):
+                return state, True, None
+            if _is_identifier_start(char) and pending:
+                return with_(partial=char, stage=_I_NAME_WORD), True, None
+            if char == ",":
+                return with_(partial="", stage=_I_NAMES, pending=None), True, binding
+            if char == ")" and paren:
+                return with_(paren=False, pending=None), True, binding
+            if char in _STATEMENT_END:
+                return _LINE_START, True, binding
+            if char == "#":
+                return (_COMMENT,), True, binding
+            return with_(stage=_I_FREE), True, None
+        if stage == _I_NAME_WORD:
+            if ident:
+                return with_(partial=partial + char), True, None
+            if partial == "as":
+                return with_(partial="", stage=_I_NAME_ALIAS), False, None
+            return with_(stage=_I_FREE), False, None
+        if stage == _I_NAME_ALIAS:
+            if ident and (partial or _is_identifier_start(char)):
+                return with_(partial=partial + char), True, None
+            if not partial and char in _INLINE_SPACE:
+                return state, True, None
+            binding = (partial, module + (pending,)) if partial and pending else None
+            return with_(partial="", stage=_I_AFTER_NAME, pending=None), False, binding
+        raise ValueError(f"not an import stage: {stage!r}")
+
+    def _module_complete(self, module: tuple[str, ...], name: str) -> bool:
+        info = self.module_names(module)
+        return info is None or name in info.members
+
+    def _name_complete(self, module: tuple[str, ...], name: str) -> bool:
+        info = self.import_names(module)
+        return info is None or name in info.members or (name[:1] == "_" and info.private_open)
+
     # -- Constrainer -----------------------------------------------------------------------
     def start(self, context=None):
         if context is None:
@@ -274,14 +500,25 @@ class ApiMonitor(Constrainer):
         prefix = getattr(context, "prefix", "") or ""
         self._learn(document or prefix)
         self._learn_imported_modules(document or prefix)
-        start = safe_lex_start(prefix)
-        state, _violation = self.lex(FRESH_CODE, prefix[start:], lenient=True)
+        # from the start of the cursor's statement (a multi-line import is read whole)
+        start = statement_start(prefix)
+        state, _violation = self.lex(_LINE_START, prefix[start:], lenient=True)
         return state
 
     def check(self, state, text: str):
         return self.lex(state, text)[0]
 
     def is_complete(self, state) -> bool:
+        state = _inner(state)
+        if state[0] == _IMPORT:
+            _, _, module, partial, stage, _, checked, _ = state
+            if not partial or not checked:
+                return True
+            if stage == _I_MODULE:
+                return self._module_complete(module, partial)
+            if stage == _I_NAMES:
+                return self._name_complete(module, partial)
+            return True
         if state[0] == _MEMBER:
             info = self.path_info(state[1])
             return info.members is not None and (state[2] in info.members or (info.open_values and bool(state[2])))
@@ -299,6 +536,13 @@ class ApiMonitor(Constrainer):
         for position, char in enumerate(text):
             following, _violation = self.lex(current, char)
             if following is None:
+                scope = current[1] if current[0] == _SCOPED else ()
+                current = _inner(current)
+                if current[0] == _IMPORT:
+                    rest = _WORD_RUN(text, position + 1)
+                    return self._import_problem(current, char + (rest.group() if rest and is_identifier_char(char) else ""))
+                if current[0] == _MEMBER and scope:
+                    return self._missing_member(current[1], current[2], char, (_WORD_RUN(text, position + 1).group() if _WORD_RUN(text, position + 1) else ""))
                 if current[0] == _VALUE:
                     owner = previous[1] if previous is not None and previous[0] == _MEMBER else None
                     return self._not_callable(owner, current[1])
@@ -306,10 +550,30 @@ class ApiMonitor(Constrainer):
                     rest = _WORD_RUN(text, position + 1)
                     return self._missing_member(current[1], current[2], char, rest.group() if rest else "")
                 break
-            if following[0] != current[0] or current[0] != _VALUE:
-                previous = current
+            if _inner(following)[0] != _inner(current)[0] or _inner(current)[0] != _VALUE:
+                previous = _inner(current)
             current = following
         return super().rejection(state, text)
+
+    def _import_problem(self, state, word: str) -> str:
+        """Why an import statement's text is rejected: the module path or the name."""
+        _, kind, module, partial, stage, _, _, _ = state
+        root = (module or (partial or word,))[0]
+        try:
+            version = self.index.packages().get(root, "")
+        except Exception:  # noqa: BLE001 - the version only decorates the message
+            version = ""
+        where = f" in {root} {version}" if version and version != "unknown" else ""
+        if stage == _I_NAMES:
+            name = partial + (word if is_identifier_char(word[:1] or " ") else "")
+            info = self.import_names(module)
+            return f"cannot import {name} from {'.'.join(module)}{where}{_near(info, partial) if info else ''}"
+        name = partial + (word if is_identifier_char(word[:1] or " ") else "")
+        info = self.module_names(module)
+        under = f" under {'.'.join(module)}" if module else ""
+        return f"no module {'.'.join((*module, name))} can be imported{where}{_near(info, partial) if info and module else ''}" + (
+            "" if module else " (not installed)" if under == "" else ""
+        )
 
     def _not_callable(self, path: tuple[str, ...] | None, name: str) -> str:
         if path is None:
@@ -358,11 +622,12 @@ class ApiMonitor(Constrainer):
         current: tuple[str, ...] | None = None
         for char in text:
             state, _violation = self.lex(state, char, lenient=True)
-            if state[0] == _AFTER:
-                current = state[1]
-            elif state[0] == _MEMBER:
-                members = self.path_info(state[1]).members
-                current = state[1] + (state[2],) if members is not None and state[2] in members else state[1]
+            inner = _inner(state)
+            if inner[0] == _AFTER:
+                current = inner[1]
+            elif inner[0] == _MEMBER:
+                members = self.path_info(inner[1]).members
+                current = inner[1] + (inner[2],) if members is not None and inner[2] in members else inner[1]
             elif current is not None:
                 chains.append(current)
                 current = None
@@ -373,16 +638,24 @@ class ApiMonitor(Constrainer):
     @staticmethod
     def in_chain(state) -> bool:
         """Whether `state` is inside a constrained chain (after a resolved root/member)."""
-        return state[0] in (_AFTER, _MEMBER)
+        return _inner(state)[0] in (_AFTER, _MEMBER)
 
     @staticmethod
     def chain_path(state) -> tuple[str, ...] | None:
         """The resolved path of a chain state (members are being chosen from it)."""
+        state = _inner(state)
         return state[1] if state[0] in (_AFTER, _MEMBER) else None
 
     @staticmethod
     def describe(state) -> str:
+        state = _inner(state)
         mode = state[0]
+        if mode == _IMPORT:
+            return f"{state[1]} statement ({state[4]}{' ' + repr(state[3]) if state[3] else ''})"
+        if mode == _LINE:
+            return "statement start"
+        if mode == _STMT:
+            return f"statement start (word {state[1]!r})"
         if mode == _MEMBER:
             return f"member of {'.'.join(state[1])} starting {state[2]!r}"
         if mode == _AFTER:
@@ -406,7 +679,10 @@ class ApiMonitor(Constrainer):
         Strict (default): a violation returns (None, index).  Lenient (prompt text, which
         the user wrote): the offending chain becomes unconstrained and lexing goes on.
         """
-        roots = self._roots or {}
+        learned: tuple = ()
+        if state[0] == _SCOPED:
+            learned, state = state[1], state[2]
+        roots = self._roots_with(learned)
         violation = -1
         position = 0
         length = len(text)
@@ -435,6 +711,8 @@ class ApiMonitor(Constrainer):
                     state = (_CODE, "", True)
                 elif char in _INLINE_SPACE:
                     pass
+                elif char in _STATEMENT_END:
+                    state = _LINE_START
                 elif char == "#":
                     state = (_COMMENT,)
                 elif char == "'" or char == '"':
@@ -442,6 +720,39 @@ class ApiMonitor(Constrainer):
                 elif state[2]:
                     state = FRESH_CODE
                 position += 1
+                continue
+            if mode == _LINE:
+                if char in _INLINE_SPACE:
+                    position += 1
+                    continue
+                state = (_STMT, "") if _is_identifier_start(char) else FRESH_CODE
+                continue
+            if mode == _STMT:
+                if is_identifier_char(char):
+                    end = _WORD_RUN(text, position).end()
+                    state = (_STMT, state[1] + text[position:end])
+                    position = end
+                    continue
+                word = state[1]
+                if word == "import" or word == "from":
+                    state = (_IMPORT, word, (), "", _I_MODULE, False, True, None)
+                else:
+                    state = (_CODE, word, False)
+                continue
+            if mode == _IMPORT:
+                following, consumed, binding = self._lex_import(state, char)
+                if following is None:
+                    if not lenient:
+                        return None, position
+                    if violation < 0:
+                        violation = position
+                    following, consumed = (_IMPORT, *state[1:4], _I_FREE, *state[5:]), True
+                if binding is not None:
+                    learned = tuple(sorted({**dict(learned), binding[0]: binding[1]}.items()))
+                    roots = self._roots_with(learned)
+                state = following
+                if consumed:
+                    position += 1
                 continue
             if mode == _MEMBER:
                 path, partial = state[1], state[2]
@@ -534,7 +845,7 @@ class ApiMonitor(Constrainer):
                     else:
                         state = (_STRING, quote, True, False, closing + 1)
                 elif char == "\n" and not triple:
-                    state = FRESH_CODE  # unterminated single-quoted string
+                    state = _LINE_START  # unterminated single-quoted string
                 elif closing:
                     state = (_STRING, quote, triple, False, 0)
                 else:
@@ -566,8 +877,8 @@ class ApiMonitor(Constrainer):
             if mode == _COMMENT:
                 newline = text.find("\n", position)
                 if newline < 0:
-                    return state, violation
-                state = FRESH_CODE
+                    return self._scoped(learned, state), violation
+                state = _LINE_START
                 position = newline + 1
                 continue
             if mode == _OPEN1:
@@ -577,7 +888,7 @@ class ApiMonitor(Constrainer):
                 elif char == "\\":
                     state = (_STRING, quote, False, True, 0)
                 elif char == "\n":
-                    state = FRESH_CODE
+                    state = _LINE_START
                 else:
                     state = (_STRING, quote, False, False, 0)
                 position += 1
@@ -590,7 +901,7 @@ class ApiMonitor(Constrainer):
                 state = FRESH_CODE  # an empty string ended; re-process `char` in code
                 continue
             raise ValueError(f"not an ApiMonitor state: {state!r}")
-        return state, violation
+        return self._scoped(learned, state), violation
 
     # -- fast full-vocabulary masks ------------------------------------------------------------
     def token_mask(self, state, index: TokenIndex) -> np.ndarray:
@@ -601,21 +912,41 @@ class ApiMonitor(Constrainer):
         token is valid except the few that contain an alias followed by ``.`` (checked
         one by one), so the cost does not grow with the vocabulary.
         """
-        if state[0] == _VALUE or (state[0] == _MEMBER and self.path_info(state[1]).open_values):
-            return None  # a data proxy's names are open: the index walks the vocabulary
-        return _ApiMasks.of(self, index).mask(state)
+        inner = _inner(state)
+        if inner[0] in (_VALUE, _IMPORT) or (inner[0] == _MEMBER and self.path_info(inner[1]).open_values):
+            return None  # open names (a data proxy's) and import statements: the index walks the vocabulary
+        if inner[0] == _STMT and inner[1] in ("import", "from"):
+            return None
+        return _ApiMasks.of(self, index, state[1] if state[0] == _SCOPED else ()).mask(state)
+
+
+_IMPORT_WORD = re.compile(r"(?<!\w)(?:import|from)(?!\w)")
+_IMPORT_WORD_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _import_word_ids(tables) -> np.ndarray:
+    """Ids of the ordinary tokens whose text holds the word ``import`` or ``from``."""
+    found = _IMPORT_WORD_IDS.get(tables)
+    if found is None:
+        found = _IMPORT_WORD_IDS[tables] = np.asarray(
+            [i for i, text in enumerate(tables.texts) if tables.ordinary[i] and ("mport" in text or "rom" in text) and _IMPORT_WORD.search(text)],
+            dtype=np.int64,
+        )
+    return found
 
 
 class _ApiMasks:
     """Per (monitor, token index) mask machinery; see `ApiMonitor.token_mask`."""
 
-    def __init__(self, monitor: ApiMonitor, index: TokenIndex):
+    def __init__(self, monitor: ApiMonitor, index: TokenIndex, learned: tuple = ()):
         self.monitor = monitor
         self.index = index
         self.tables = index.tables
         tables = self.tables
         self.roots_seen = monitor.roots_version
-        roots = monitor.roots
+        #: names bound by imports in the generated text (states are `_SCOPED` with them)
+        self.learned = learned
+        roots = monitor._roots_with(learned)
         self.roots = roots
         # tokens that may contain an alias root followed by "." (exact checks needed)
         alias_word_ids = [tables.dot_word_ids.get(alias) for alias in roots]
@@ -631,6 +962,10 @@ class _ApiMasks:
         self.lead_alias_dot_ids = (
             np.unique(np.concatenate(lead_ids)) if lead_ids else np.zeros(0, np.int64)
         )
+        # tokens with the word import or from: they may start an import statement
+        self.import_word_ids = _import_word_ids(tables)
+        self._risky_ids = np.union1d(self.alias_word_ids, self.import_word_ids)
+        self._base_line: np.ndarray | None = None
         self._base_fresh: np.ndarray | None = None
         self._base_after_dot: np.ndarray | None = None
         self._lead_after_dot_verdicts: np.ndarray | None = None
@@ -640,15 +975,20 @@ class _ApiMasks:
         self._private_dot: np.ndarray | None = None
 
     @classmethod
-    def of(cls, monitor: ApiMonitor, index: TokenIndex) -> _ApiMasks:
-        masks = index.plan_cache.get(id(monitor))
+    def of(cls, monitor: ApiMonitor, index: TokenIndex, learned: tuple = ()) -> _ApiMasks:
+        key = (id(monitor), learned)
+        masks = index.plan_cache.get(key)
         if (
             masks is None
             or masks.monitor is not monitor
             or masks.roots_seen != monitor.roots_version
         ):
-            masks = index.plan_cache[id(monitor)] = cls(monitor, index)
+            masks = index.plan_cache[key] = cls(monitor, index, learned)
         return masks
+
+    def wrap(self, inner):
+        """`inner` in this mask set's scope (the state the exact checks start from)."""
+        return (_SCOPED, self.learned, inner) if self.learned else inner
 
     # -- helpers ------------------------------------------------------------------------
     def _exact(self, state, ids: np.ndarray) -> np.ndarray:
@@ -668,20 +1008,26 @@ class _ApiMasks:
         return mask
 
     def generic(self, state) -> np.ndarray:
-        """States without a pending identifier or chain: only alias words can fail."""
+        """States without a pending identifier or chain: only tokens with an alias word
+        or an import word can fail."""
         mask = self.tables.ordinary.copy()
-        self._set_exact(mask, state, self.alias_word_ids)
+        self._set_exact(mask, state, self._risky_ids)
         return self._with_eos(mask, state)
 
     def base_fresh(self) -> np.ndarray:
         if self._base_fresh is None:
-            self._base_fresh = self.generic(FRESH_CODE)
+            self._base_fresh = self.generic(self.wrap(FRESH_CODE))
         return self._base_fresh
 
     def base_after_dot(self) -> np.ndarray:
         if self._base_after_dot is None:
-            self._base_after_dot = self.generic((_CODE, "", True))
+            self._base_after_dot = self.generic(self.wrap((_CODE, "", True)))
         return self._base_after_dot
+
+    def base_line(self) -> np.ndarray:
+        if self._base_line is None:
+            self._base_line = self.generic(self.wrap(_LINE_START))
+        return self._base_line
 
     def lead_after_dot_verdicts(self) -> np.ndarray:
         if self._lead_after_dot_verdicts is None:
@@ -692,15 +1038,30 @@ class _ApiMasks:
 
     # -- the masks ------------------------------------------------------------------------
     def mask(self, state) -> np.ndarray:
-        mode = state[0]
+        inner = _inner(state)
+        mode = inner[0]
         if mode == _MEMBER:
-            return self.member_mask(state)
+            return self.member_mask(inner, state)
         if mode == _AFTER:
             mask = self.base_fresh().copy()
-            self.dot_overrides(mask, state[1])
+            self.dot_overrides(mask, inner[1])
+            return self._with_eos(mask, state)
+        if mode == _LINE:
+            return self.base_line().copy()
+        if mode == _STMT:
+            # like the word as plain code, except where the word grows into import/from
+            mask = self.mask(self.wrap((_CODE, inner[1], False)))
+            word = inner[1]
+            ids = [self.import_word_ids]
+            for keyword in ("import", "from"):
+                rest = keyword[len(word):]
+                if keyword.startswith(word) and rest:
+                    main = self.tables.main
+                    ids += [found for found in (main.pure_ids_by_lead.get(rest), main.mixed_free_ids_by_lead.get(rest), main.mixed_check_ids_by_lead.get(rest)) if found is not None]
+            self._set_exact(mask, state, np.unique(np.concatenate(ids)))
             return self._with_eos(mask, state)
         if mode == _CODE:
-            identifier, after_dot = state[1], state[2]
+            identifier, after_dot = inner[1], inner[2]
             if not identifier:
                 return (
                     self.base_after_dot() if after_dot else self.base_fresh()
@@ -735,15 +1096,16 @@ class _ApiMasks:
                 self._unknown_dot_verdicts = self._unknown_dot()
             mask[ids] = self._unknown_dot_verdicts
             return
+        after_dot = self.wrap((_MEMBER, path, ""))
         if info.open_values:  # any name may follow: every dot token is checked
-            self._set_exact_table(mask, dot, (_MEMBER, path, ""), ids)
+            self._set_exact_table(mask, dot, after_dot, ids)
             return
         mask[ids] = False
         mask[dot.empty_rest_ids] = True
-        self._member_table(mask, dot, info, "", (_MEMBER, path, ""))
+        self._member_table(mask, dot, info, "", after_dot, path)
         private = self._dot_private_ids() if info.private_open else ()
         if len(private):  # ._name the answer does not list: unknown, lexed on as code
-            self._set_exact_table(mask, dot, (_MEMBER, path, ""), private)
+            self._set_exact_table(mask, dot, after_dot, private)
 
     def _unknown_dot(self) -> np.ndarray:
         """Verdicts of the dot tokens when the path before the dot is unknown: the dot
@@ -752,8 +1114,8 @@ class _ApiMasks:
         verdicts = np.ones(len(dot.ids), dtype=bool)
         if len(self.alias_word_ids):
             position = {int(t): i for i, t in enumerate(dot.ids)}
-            state = (_CODE, "", True)
-            for token_id in self.alias_word_ids.tolist():
+            state = self.wrap((_CODE, "", True))
+            for token_id in self._risky_ids.tolist():
                 i = position.get(token_id)
                 if i is not None:
                     verdicts[i] = (
@@ -770,11 +1132,11 @@ class _ApiMasks:
             )
         return self._private_dot
 
-    def member_mask(self, state) -> np.ndarray:
-        path, partial = state[1], state[2]
+    def member_mask(self, inner, state) -> np.ndarray:
+        path, partial = inner[1], inner[2]
         info = self.monitor.path_info(path)
         mask = np.zeros(self.tables.size, dtype=bool)
-        self._member_table(mask, self.tables.main, info, partial, state)
+        self._member_table(mask, self.tables.main, info, partial, state, path)
         if not partial and info.private_open:  # an unlisted private name: unknown, lexed as code
             private = self.tables.ids_starting_with("_")
             mask[private] = self.base_after_dot()[private]
@@ -787,12 +1149,12 @@ class _ApiMasks:
             self.dot_overrides(mask, path + (partial,))
         return self._with_eos(mask, state)
 
-    def _member_table(self, mask, table, info: _PathInfo, partial: str, state) -> None:
+    def _member_table(self, mask, table, info: _PathInfo, partial: str, state, path: tuple[str, ...]) -> None:
         """Tokens of `table` (identifier run + rest) valid in (_MEMBER, path, partial)."""
         if partial:
             pure_ids, free_ids, check_ids = self._groups(table, info, partial)
         else:  # right after a dot: every member matches; the groups are kept per path
-            key = (id(table), state[1])
+            key = (id(table), path)
             groups = self._full_groups.get(key)
             if groups is None:
                 groups = self._full_groups[key] = self._groups(table, info, "")

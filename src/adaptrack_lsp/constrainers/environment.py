@@ -89,6 +89,7 @@ def text_constraint(
     keyword_choices=None,
     syntax: bool = False,
     suffix: str = "",
+    local_modules: frozenset[str] = frozenset(),
 ) -> TextConstraint:
     """The text-level constraint for one generation after `prefix` in `document`
     (`suffix`: the document after the cursor).
@@ -96,6 +97,7 @@ def text_constraint(
     Parts, all of which must accept: `CleanText` (`clean`: no control characters or
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
     document's import `roots` (learned from `document` when None),
+    `local_modules` (names an import finds beside the document: never rejected),
     `KeywordArguments(keywords_index)` (keyword names in resolved calls are parameters
     of the signatures `keywords_index` gives; usually the same index or view),
     `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
@@ -121,7 +123,7 @@ def text_constraint(
 
         parts.append(KeywordChoice(keyword_choices))
     if index is not None:
-        parts.append(ApiMonitor(index, roots=roots))
+        parts.append(ApiMonitor(index, roots=roots, local_modules=local_modules))
     if keywords_index is not None:
         from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
 
