@@ -54,8 +54,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     from adaptrack_lsp.commands.serve import add_backend_arguments
+    from adaptrack_lsp.commands.target_options import add_target_arguments
 
     add_backend_arguments(parser)
+    add_target_arguments(parser)
 
 
 def parse_location(location: str) -> tuple[str, int | None, int | None]:
@@ -106,6 +108,9 @@ def build_settings(args):
         raw["syntaxConstraint"] = args.syntax_constraint
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
+    from adaptrack_lsp.commands.target_options import target_settings
+
+    raw.update(target_settings(args, "complete"))
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
@@ -132,7 +137,11 @@ def run(args) -> int:
     if args.snapshot and not os.path.isfile(args.snapshot):
         print(f"adaptrack-lsp complete: --snapshot {args.snapshot}: no such file", file=sys.stderr)
         return 2
-    settings, problems = build_settings(args)
+    try:
+        settings, problems = build_settings(args)
+    except ValueError as error:
+        print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
+        return 2
     compared = [name.strip() for name in args.compare.split(",") if name.strip()] if args.compare else []
     from adaptrack_lsp.config import DECODER_NAMES
 
@@ -147,6 +156,17 @@ def run(args) -> int:
     from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 
     service = CompletionService(settings, workspace_root=os.getcwd())
+    if settings.version_targets:  # built (or read from the cache) before the model loads
+        from adaptrack_lsp.commands.target_options import target_printer
+
+        service.constraints.target_progress = target_printer("complete")
+        index, info = service.api_index()
+        prepare = getattr(index, "prepare", None)
+        problem = prepare() if callable(prepare) else info.problem
+        if problem:
+            print(f"adaptrack-lsp complete: {problem}", file=sys.stderr)
+            service.close()
+            return 3
     service.warm_up(text)  # the document's imports are indexed while the model loads
     try:
         service.load()

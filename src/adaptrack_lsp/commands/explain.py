@@ -82,17 +82,22 @@ def add_arguments(parser) -> None:
         help="the working directory is trusted: use its .venv/venv and allow runtime introspection",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from adaptrack_lsp.commands.target_options import add_target_arguments
+
+    add_target_arguments(parser)
 
 
 class Explainer:
     """Checks texts at cursors with the constraint completions would get."""
 
-    def __init__(self, settings, parts: list[str], workspace_root: str | None = None, progress: Callable[[str], None] | None = None):
+    def __init__(self, settings, parts: list[str], workspace_root: str | None = None, progress: Callable[[str], None] | None = None,
+                 target_progress: Callable[[str], None] | None = None):
         from adaptrack_lsp.constrainers.environment import ConstraintEnvironment
 
         self.settings = settings
         self.parts = parts
         self.environment = ConstraintEnvironment(workspace_root)
+        self.environment.target_progress = target_progress
         self.progress = progress
         self.index = None
         #: why the API part is missing although asked for ("" when fine)
@@ -100,6 +105,9 @@ class Explainer:
         if "api" in parts:
             self.index, info = self.environment.api_index(settings)
             self.problem = info.problem
+            prepare = getattr(self.index, "prepare", None)  # version targets: built or read here, once
+            if callable(prepare):
+                self.problem = prepare()
 
     def close(self) -> None:
         self.environment.close()
@@ -152,11 +160,13 @@ def check_text(constraint, text: str) -> dict:
 
 
 def _settings(args):
+    from adaptrack_lsp.commands.target_options import target_settings
     from adaptrack_lsp.config import parse_settings
 
     raw = {"pythonPath": args.python, "apiSnapshot": args.snapshot}
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
+    raw.update(target_settings(args, "explain"))
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
@@ -179,7 +189,10 @@ def run(args) -> int:
         return fail(f"--python {args.python}: no such interpreter or environment")
     if args.snapshot and not os.path.isfile(args.snapshot):
         return fail(f"--snapshot {args.snapshot}: no such file")
-    settings, problems = _settings(args)
+    try:
+        settings, problems = _settings(args)
+    except ValueError as error:
+        return fail(str(error))
     if problems:
         return fail("; ".join(problems))
     try:
@@ -190,7 +203,13 @@ def run(args) -> int:
     def progress(message: str) -> None:
         print(f"adaptrack-lsp explain: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
 
-    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress)
+    from adaptrack_lsp.commands.target_options import target_printer
+
+    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress, target_progress=target_printer("explain"))
+    if explainer.problem and settings.version_targets:  # never checked against fewer versions than asked
+        explainer.close()
+        print(f"adaptrack-lsp explain: {explainer.problem}", file=sys.stderr)
+        return 3
     if explainer.problem:
         print(f"adaptrack-lsp explain: warning: not API-constrained: {explainer.problem}", file=sys.stderr)
     try:
