@@ -233,8 +233,9 @@ def _cached_target(version_snapshot: dict, name: str, version: str) -> None:
     write_snapshot(version_snapshot, path)
 
 
-def test_targets_index_rejects_what_one_version_lacks_and_names_it(recpkg, cache):
+def test_targets_index_rejects_what_one_version_lacks_and_names_it(recpkg, cache, monkeypatch):
     _, snapshots, truth = recpkg
+    _offline(monkeypatch)  # a pinned target whose snapshot is cached needs no network
     # the targets' snapshots are in the cache (as after a first build): pins need no index
     for version, data in snapshots.items():
         _cached_target(data, "recpkg", version)
@@ -357,6 +358,16 @@ def test_numpy_instance_members_follow_the_targets(numpy_targets):
     members = index.members(("numpy", "ndarray", CALL))
     assert members is not None and "sum" in members and "ptp" not in members
     assert index.absence(("numpy", "ndarray", CALL), "ptp") == f"not in numpy {', '.join(lacking)} (present in {', '.join(present)})"
+
+
+@pytest.mark.slow
+def test_cached_targets_need_no_network(numpy_targets, monkeypatch):
+    _offline(monkeypatch)
+    versions = [target.version for target in numpy_targets.index.targets]
+    assert concrete_versions(parse_target(NUMPY_RANGE)) == versions  # the list of releases is kept a day
+    live = SnapshotIndex(data={"package": "numpy", "root": "numpy", "names": ["numpy.prod"]})
+    index = TargetsIndex(live, [NUMPY_RANGE, *(f"numpy=={v}" for v in versions)])
+    assert index.prepare() == "" and [t.version for t in index.targets] == versions * 2
 
 
 @pytest.mark.slow

@@ -13,6 +13,9 @@ the rejected offset, and the rejecting part says why (`Constrainer.rejection`).
   the rest of the cursor's line can follow).
 
 `--constraints` names the parts (`PARTS`; default: what the settings turn on).
+`--target SPEC` / `--target-from FILE` add version targets (docs/versions.md): the text
+must then be valid in each target version too; a target that cannot be built (offline,
+no wheel) exits 3 naming it.
 `--stdin-jsonl` checks many texts in one process: one ``{"prefix": ..., "text": ...}``
 per line in (the prefix is the document before the cursor, nothing after it), one
 ``{"accepted", "complete", "offset", "reason"}`` per line out.
