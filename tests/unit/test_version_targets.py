@@ -416,6 +416,13 @@ def test_offline_targets_fail_with_the_package_version_and_fix(cache, monkeypatc
         message = done.stderr.strip().splitlines()[-1]
         assert named in message and "cannot be reached" in message and "connect to the network once" in message, message
         assert not done.stdout  # no verdict: nothing is checked against fewer versions than asked
+    # complete prepares the targets before it loads a model: the same message, no candidates
+    done = subprocess.run(
+        [sys.executable, "-m", "adaptrack_lsp", "complete", "use.py", "--model", "tiny", "--target", NUMPY_RANGE],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert done.returncode == 3 and not done.stdout, (done.returncode, done.stdout, done.stderr)
+    assert "numpy" in done.stderr and "cannot be reached" in done.stderr
     with pytest.raises(EnvironmentBuildError) as caught:
         concrete_versions(parse_target(NUMPY_RANGE))
     assert caught.value.requirement == "numpy" and caught.value.fix

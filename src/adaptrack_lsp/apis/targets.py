@@ -220,6 +220,14 @@ def _versions_file(name: str, python: str | None) -> Path:
     return cache_root() / "targets" / "versions" / f"{normalize_name(name)}-{python_identity(python)}.json"
 
 
+def _listing_error(name: str, reason: str, fix: str, requirement: str = "", log_tail: str = "") -> EnvironmentBuildError:
+    """An `EnvironmentBuildError` about finding releases (no environment was tried): its
+    text says what could not be listed, why and the fix."""
+    error = EnvironmentBuildError([requirement or name], reason, fix, requirement=requirement or name, log_tail=log_tail)
+    error.args = (f"{reason} ({fix})",)
+    return error
+
+
 def available_versions(name: str, *, python: str | None = None, refresh: bool = False) -> list[str]:
     """Releases of distribution `name` with a wheel for interpreter `python` (default:
     this one), newest first, pre-releases included: ``pip index versions
@@ -239,32 +247,32 @@ def available_versions(name: str, *, python: str | None = None, refresh: bool = 
         base, "-m", "pip", "index", "versions", name, "--only-binary=:all:", "--pre", "--json",
         "--disable-pip-version-check", "--no-input",
     ]
-    what = [name]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=LIST_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise EnvironmentBuildError(what, f"the package index did not list the releases of {name} within {LIST_TIMEOUT_S:.0f} s", "try again on a faster connection", requirement=name) from None
+        raise _listing_error(name, f"the package index did not list the releases of {name} within {LIST_TIMEOUT_S:.0f} s", "try again on a faster connection") from None
     except OSError as error:
-        raise EnvironmentBuildError(what, f"pip could not start ({error})", "install pip for this Python", requirement=name) from None
+        raise _listing_error(name, f"pip could not start to list the releases of {name} ({error})", "install pip for this Python") from None
     output = done.stdout + "\n" + done.stderr
     if done.returncode != 0:
+        tail = done.stderr[-2000:]
         if any(marker in output for marker in _OFFLINE):
-            raise EnvironmentBuildError(
-                what, f"the package index cannot be reached to list the releases of {name} (offline?)",
-                "connect to the network once (the releases and snapshots are cached afterwards), or pin the "
-                "version (numpy==1.24.4) of a snapshot already built", requirement=name, log_tail=done.stderr[-2000:],
+            raise _listing_error(
+                name, f"the package index cannot be reached to list the releases of {name} (offline?)",
+                "connect to the network once (the releases and snapshots are cached afterwards), or pin a "
+                f"version ({name}==X.Y.Z) whose snapshot is already built", log_tail=tail,
             )
         if "No matching distribution" in output:
-            raise EnvironmentBuildError(
-                what, f"no release of {name} has a wheel for Python {sys.version_info[0]}.{sys.version_info[1]} on this platform on the package index",
-                "check the name, or run with a Python that the package supports", requirement=name, log_tail=done.stderr[-2000:],
+            raise _listing_error(
+                name, f"no release of {name} has a wheel for Python {sys.version_info[0]}.{sys.version_info[1]} on this platform on the package index",
+                "check the name, or run with a Python that the package supports", log_tail=tail,
             )
         last = next((line.strip() for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
-        raise EnvironmentBuildError(what, f"pip index versions {name} failed: {last[:300]}", "see pip's message", requirement=name)
+        raise _listing_error(name, f"pip index versions {name} failed: {last[:300]}", "see pip's message", log_tail=tail)
     try:
         versions = [str(v) for v in json.loads(done.stdout)["versions"]]
     except (ValueError, KeyError, TypeError):
-        raise EnvironmentBuildError(what, f"pip index versions {name} gave unreadable output", "upgrade pip (21.2 or newer lists versions)", requirement=name) from None
+        raise _listing_error(name, f"pip index versions {name} gave unreadable output", "upgrade pip (21.2 or newer lists versions)") from None
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps({"time": time.time(), "name": name, "versions": versions}))
@@ -292,8 +300,8 @@ def concrete_versions(requirement, *, python: str | None = None) -> list[str]:
     if not matching:
         shown = sorted(releases)
         having = f" (releases with wheels: {shown[0]} … {shown[-1]})" if shown else ""
-        raise EnvironmentBuildError(
-            [str(requirement)],
+        raise _listing_error(
+            name,
             f"no release of {name} matching {requirement.specifier or 'any version'} has a wheel for Python "
             f"{sys.version_info[0]}.{sys.version_info[1]} on this platform{having}",
             "widen the version range, or run with a Python those releases support",
@@ -588,7 +596,7 @@ class TargetsIndex(APIIndex):
         finally:
             self._done.set()
         if self._problem:
-            log.warning("%s", self._problem)
+            log.info("%s", self._problem)
         if self.finished is not None:
             try:
                 self.finished(self._problem)

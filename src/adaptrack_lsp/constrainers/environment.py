@@ -266,10 +266,19 @@ class ConstraintEnvironment:
         from adaptrack_lsp.apis.targets import TargetsIndex
 
         try:
-            combined = TargetsIndex(index, settings.version_targets, progress=self.target_progress, finished=self.target_finished)
+            combined = TargetsIndex(index, settings.version_targets, progress=self.target_progress)
         except ValueError as error:
             return None, ConstraintInfo(source="none", environment=info.environment, problem=str(error))
-        return combined, ConstraintInfo(source=info.source, environment=info.environment, reason=combined.describe())
+        info = ConstraintInfo(source=info.source, environment=info.environment, reason=combined.describe())
+        told = self.target_finished
+
+        def finished(problem: str) -> None:
+            info.reason = combined.describe()  # the versions checked, once known
+            if told is not None:
+                told(problem)
+
+        combined.finished = finished
+        return combined, info
 
     def describe(self, settings: Settings) -> str:
         """One line: which environment (or snapshot) validates completions, and why."""
