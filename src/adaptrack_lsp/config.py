@@ -192,6 +192,22 @@ def _optional_at_least(low: int) -> Callable[[int | None], str | None]:
     return check
 
 
+@_schema(items={"type": "string"})
+def _version_targets(value: tuple[str, ...]) -> str | None:
+    """Each item must be a requirement specifier with a name (``numpy>=1.24,<3``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for item in value:
+        try:
+            requirement = Requirement(item)
+        except InvalidRequirement as error:
+            reason = str(error).splitlines()[0].strip()
+            return f"has {item!r}, which is not a requirement specifier ({reason}); write e.g. 'numpy>=1.24,<3'"
+        if requirement.url:
+            return f"has {item!r}, a URL; a target is a package name and a version range"
+    return None
+
+
 def _validated(default: Any, check: Callable[[Any], str | None] | None = None, **kwargs: Any) -> Any:
     return field(default=default, metadata={"check": check}, **kwargs)
 
@@ -229,6 +245,9 @@ class Settings:
     python_path: str | None = _validated(None)
     #: path to a SnapshotIndex JSON file; None = ask the live environment
     api_snapshot: str | None = _validated(None)
+    #: requirement specifiers ("numpy>=1.24,<3"): completions must also be valid in the
+    #: lowest and highest release of each range (docs/versions.md)
+    version_targets: tuple[str, ...] = _validated((), _version_targets)
     runtime_introspection: bool = _validated(True)
     #: keyword names in calls the API index resolves must be parameters of the installed
     #: signature (docs/keyword-arguments.md)
@@ -323,14 +342,22 @@ def _strict_str(value: Any, _type: Any) -> str:
     return value
 
 
+def _strict_strings(value: Any, _type: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"expected a list of strings, got {value!r}")
+    return tuple(_strict_str(item, str) for item in value)
+
+
 def make_converter() -> cattrs.Converter:
     """A cattrs converter: strict scalars, camelCase names for `Settings`."""
     converter = cattrs.Converter()
+    converter.register_structure_hook_func(lambda kind: kind == tuple[str, ...], _strict_strings)
     converter.register_structure_hook(int, _strict_int)
     converter.register_structure_hook(float, _strict_float)
     converter.register_structure_hook(bool, _strict_bool)
     converter.register_structure_hook(str, _strict_str)
     renames = {name: override(rename=to_camel(name)) for name in FIELDS}
+    renames["version_targets"] = override(rename="versionTargets", unstruct_hook=list)  # a JSON list
     converter.register_unstructure_hook(Settings, make_dict_unstructure_fn(Settings, converter, **renames))
     return converter
 
@@ -421,11 +448,15 @@ def settings_schema() -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for name, spec in FIELDS.items():
         hint = hints[name]
-        arguments = [a for a in typing.get_args(hint) if a is not type(None)]
-        base = arguments[0] if arguments else hint
-        kind = _JSON_TYPES[base]
-        nullable = type(None) in typing.get_args(hint)
-        entry: dict[str, Any] = {"type": [kind, "null"] if nullable else kind, "default": spec.default}
+        default = spec.default
+        if typing.get_origin(hint) is tuple:  # a list of strings (versionTargets)
+            kind, nullable, default = "array", False, list(default)
+        else:
+            arguments = [a for a in typing.get_args(hint) if a is not type(None)]
+            base = arguments[0] if arguments else hint
+            kind = _JSON_TYPES[base]
+            nullable = type(None) in typing.get_args(hint)
+        entry: dict[str, Any] = {"type": [kind, "null"] if nullable else kind, "default": default}
         check = spec.metadata.get("check")
         entry.update(getattr(check, "schema", {}))
         entry["restartsModel"] = name in Settings.MODEL_FIELDS

@@ -59,7 +59,9 @@ def test_json_output_with_the_tiny_model(tmp_path):
     names = {n for n in dir(numpy) if not n.startswith("_")}
     for candidate in output["candidates"]:
         assert set(candidate) >= {"text", "logprob", "valid"}
-        assert re.match(r"\w*", candidate["text"]).group(0) in names
+        name = re.match(r"\w*", candidate["text"]).group(0)
+        # a public snapshot says nothing of private names: those are never rejected
+        assert name in names or name.startswith("_")
     logprobs = [c["logprob"] for c in output["candidates"]]
     assert logprobs == sorted(logprobs, reverse=True)
     assert output["constraint"]["source"] == "snapshot"

@@ -26,6 +26,7 @@ def test_defaults_match_the_protocol_contract():
         "topPValidity": 1.0,
         "pythonPath": None,
         "apiSnapshot": None,
+        "versionTargets": [],
         "runtimeIntrospection": True,
         "keywordArguments": True,
         "timeoutMs": 3000,

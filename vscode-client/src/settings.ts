@@ -33,6 +33,7 @@ export interface ServerSettings {
   topPValidity: number;
   pythonPath: string | null;
   apiSnapshot: string | null;
+  versionTargets: string[];
   runtimeIntrospection: boolean;
   keywordArguments: boolean;
   timeoutMs: number;
@@ -75,6 +76,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   topPValidity: 1,
   pythonPath: null,
   apiSnapshot: null,
+  versionTargets: [],
   runtimeIntrospection: true,
   keywordArguments: true,
   timeoutMs: 3000,

@@ -107,6 +107,12 @@ def environment_key(requirements: Sequence[str], python: str | os.PathLike) -> s
 _IDENTITY_CACHE: dict[str, str] = {}
 
 
+def python_identity(python: str | os.PathLike | None = None) -> str:
+    """What decides which wheels install for interpreter `python` (default: this one):
+    ``cpython-3.11-linux-x86_64``."""
+    return _python_identity(str(python or sys.executable))
+
+
 def _python_identity(python: str) -> str:
     if python == sys.executable:
         return f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}-{sys.platform}-{os.uname().machine if hasattr(os, 'uname') else ''}"

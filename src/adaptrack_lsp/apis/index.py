@@ -260,6 +260,14 @@ class APIIndex(ABC):
         """Top-level package -> version for the packages this index has answered about."""
         return {}
 
+    def absence(self, path: tuple[str, ...], name: str, keyword: bool = False) -> str | None:
+        """Where `name` is missing when it is missing only from some of the versions this
+        index checks (version targets): ``not in numpy 2.4.6 (present in 1.24.0)``, for
+        a member `name` of `path` or (`keyword`) a keyword `name` of the call key
+        `path`.  None (the default): the index checks one version, or the name is in
+        none of them; rejection messages then say what they said before."""
+        return None
+
     def ready(self, path: tuple[str, ...]) -> bool:
         """Whether `members(path)` (or `signature(path)` for a call key) answers now,
         without waiting (indexes that compute answers in the background say False while

@@ -675,6 +675,9 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
     names: list = []
     kinds: dict = {}
     signatures: dict = {}
+    class_paths: dict = {}
+    returns: dict = {}
+    found_classes: dict = {}  # defining class path -> class, in the order found
     visited = {root.__name__}
     queue = [((package,), root)]
     while queue:
@@ -687,11 +690,18 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
                 kinds[dotted] = kind
                 if kind != "module":  # functions, classes, callable instances (numpy's ufuncs)
                     try:
-                        items = signature_of(member_value(module, name))
+                        value = member_value(module, name)
+                        items = signature_of(value)
                     except Exception:
-                        items = None
+                        value = items = None
                     if items is not None:
                         signatures[dotted + "()"] = items
+                    if kind == "class":
+                        class_paths[dotted] = _remember_class(value, found_classes)
+                    elif kind == "function":
+                        made = _result_class_or_none(value)
+                        if made is not None:
+                            returns[dotted] = _remember_class(made, found_classes)
                 if kind != "module" or len(child_path) - 1 >= max_depth or name in path:
                     continue
                 try:
@@ -704,16 +714,89 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
                 visited.add(child_name)
                 next_queue.append((child_path, child))
         queue = next_queue
+    classes = walk_classes(found_classes, signatures, returns)
     return {
         "package": package,
         "version": distribution_version(package) or getattr(root, "__version__", None),
         "root": package,
         "python": "%d.%d.%d" % sys.version_info[:3],
         "max_depth": max_depth,
+        "format": WALK_FORMAT,
         "names": sorted(names),
         "kinds": {name: kinds[name] for name in sorted(kinds)},
         "signatures": {name: signatures[name] for name in sorted(signatures)},
+        "classes": {path: classes[path] for path in sorted(classes)},
+        "class_paths": {name: class_paths[name] for name in sorted(class_paths)},
+        "returns": {name: returns[name] for name in sorted(returns)},
     }
+
+
+#: the snapshot format `walk_package` writes: 2 added instance members of classes
+#: ("classes"), where public class names are defined ("class_paths"), the classes calls
+#: return ("returns") and the signatures of methods called on instances
+WALK_FORMAT = 2
+#: most classes one walk describes (a guard against packages that generate classes)
+MAX_WALKED_CLASSES = 20000
+
+
+def _remember_class(cls, found: dict) -> str:
+    path = class_path(cls)
+    found.setdefault(path, cls)
+    return path
+
+
+def _result_class_or_none(obj):
+    try:
+        made = result_class(obj)
+    except Exception:
+        return None
+    return made if inspect.isclass(made) else None
+
+
+def class_entry(cls, signatures: dict, returns: dict, found: dict) -> dict:
+    """The snapshot entry of one class: ``{"members": {name: kind}, "dynamic": null |
+    "any" | "values"}`` (`instance_members`; "dynamic" is the ``"*"`` entry's kind).
+    The signatures of its methods as called on an instance go into `signatures` under
+    ``"<class path>().<name>()"``; the classes its methods return (single-class return
+    annotations) into `returns` under ``"<class path>().<name>"`` and `found`."""
+    path = class_path(cls)
+    members = instance_members(cls)
+    dynamic = members.pop(ANY_ATTRIBUTE, (None, False))[0]
+    for name, items in member_signatures(cls, members, bound=True).items():
+        signatures["%s().%s()" % (path, name)] = items
+    for name, (kind, _) in members.items():
+        if kind != "function":
+            continue
+        try:
+            value = member_value(cls, name)
+        except Exception:
+            continue
+        made = _result_class_or_none(value)
+        if made is not None:
+            returns["%s().%s" % (path, name)] = _remember_class(made, found)
+    return {"members": {name: members[name][0] for name in sorted(members)}, "dynamic": dynamic}
+
+
+def walk_classes(found: dict, signatures: dict, returns: dict, limit: int = MAX_WALKED_CLASSES) -> dict:
+    """`class_entry` of every class in `found` ({defining path: class}) and of the
+    classes their methods return, at most `limit`; a class whose members cannot be read
+    is left out (unknown)."""
+    classes: dict = {}
+    done: set = set()
+    while len(done) < min(len(found), limit):
+        for path, cls in list(found.items()):
+            if path in done:
+                continue
+            done.add(path)
+            if len(done) > limit:
+                break
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    classes[path] = class_entry(cls, signatures, returns, found)
+            except Exception:
+                continue
+    return classes
 
 
 # --------------------------------------------------------------------------- serve

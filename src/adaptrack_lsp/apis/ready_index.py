@@ -74,3 +74,6 @@ class ReadyOnlyIndex(APIIndex):
 
     def packages(self) -> dict[str, str]:
         return self.index.packages()
+
+    def absence(self, path: tuple[str, ...], name: str, keyword: bool = False) -> str | None:
+        return self.index.absence(path, name, keyword) if self.index.ready(tuple(path)) else None

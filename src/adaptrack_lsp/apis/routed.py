@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from adaptrack_lsp.apis.index import APIIndex, Member, Signature
+from adaptrack_lsp.apis.index import APIIndex, Member, Signature, key_path
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,20 @@ class RoutedIndex(APIIndex):
         self.notes = dict(notes or {})
 
     def _index(self, path: Sequence[str]) -> APIIndex | None:
+        path = key_path(path)  # a key of ready/prefetch names its path after a marker
         return self.routes.get(path[0], self.base) if path else self.base
+
+    def submodules(self, path: tuple[str, ...]) -> frozenset[str] | None:
+        """The base's listing; at the top level the routed packages are importable too."""
+        index = self._index(path)
+        found = index.submodules(path) if index is not None else None
+        if not path and found is not None:
+            found = frozenset(found) | frozenset(self.routes)
+        return found
+
+    def check_interpreter(self) -> str:
+        check = getattr(self.base, "check_interpreter", None)
+        return check() if check is not None else ""
 
     @property
     def problem(self) -> str:  # type: ignore[override]

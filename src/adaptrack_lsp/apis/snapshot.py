@@ -12,6 +12,25 @@ keywords are constrained) maps a dotted call to its parameters in Python's notat
 (`api_index.Signature.to_list`: ``"/"``, ``"*"``, ``"*args"``, ``"**kwargs"``); a
 callable the walk found no signature for is left out (any keyword allowed).
 
+Typed receivers (written by walks since format 2; optional)::
+
+     "classes": {"numpy.ndarray": {"members": {"sum": "function", "T": "instance", ...},
+                                   "dynamic": null}, ...},
+     "class_paths": {"numpy.ndarray": "numpy.ndarray", "pandas.DataFrame": "pandas.core.frame.DataFrame"},
+     "returns": {"pandas.read_excel": "pandas.core.frame.DataFrame", ...},
+     "signatures": {"numpy.ndarray().sum()": ["axis", "dtype", "out", "**kwargs"], ...}
+
+``classes`` holds what an instance of each class reachable from the public names has
+(keyed by where the class is defined, ``module.QualName``; "dynamic" is "any" when
+instances take any attribute, "values" for a data proxy whose unlisted attributes are
+not callable), ``class_paths`` where each public class name is defined, ``returns`` the
+class a call returns where one is known (functions and, as ``"<class>().<method>"``,
+methods), and the signatures of methods called on an instance are keyed
+``"<class>().<method>()"``.  ``members(path + ("()",))`` answers from them: the members
+of an instance of the class `path` names or returns, with a ``"*"`` member (kind
+"any" or "values") when there are others.  ``roots`` (optional) lists every top-level
+module the snapshot walked when a distribution installs several.
+
 ``members(path)`` lists the children of `path` among the names.  A path that has no
 children in the snapshot (a class, a function, a module the snapshot did not walk) or
 that is not in it at all is *unknown* (None): the snapshot only constrains what it
@@ -33,7 +52,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adaptrack_lsp.apis.index import APIIndex, Member, Signature, dotted
+from adaptrack_lsp.apis.index import CALL, APIIndex, Member, Signature, dotted
+
+#: the member name standing for "instances have other attributes too" (see
+#: `introspect_worker.ANY_ATTRIBUTE`)
+ANY_ATTRIBUTE = "*"
 
 #: deepest name walked, in dotted parts after the package
 DEFAULT_MAX_DEPTH = 8
@@ -105,6 +128,15 @@ def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = M
     kinds = data.get("kinds", {})
     if not isinstance(kinds, dict):
         raise SnapshotError(f"{origin}: 'kinds' must be an object")
+    for field in ("classes", "class_paths", "returns"):
+        if not isinstance(data.get(field, {}), dict):
+            raise SnapshotError(f"{origin}: {field!r} must be an object")
+    for path, entry in (data.get("classes") or {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("members", {}), dict):
+            raise SnapshotError(f"{origin}: class {path!r} must be an object with 'members'")
+    roots = data.get("roots", [])
+    if not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots):
+        raise SnapshotError(f"{origin}: 'roots' must be a list of module names")
     signatures = data.get("signatures", {})
     if not isinstance(signatures, dict):
         raise SnapshotError(f"{origin}: 'signatures' must be an object (dotted call -> list of parameters)")
@@ -157,15 +189,71 @@ class SnapshotIndex(APIIndex):
                     members[name] = Member(name, kind, kind not in ("function", "keyword"))
         self._children = children
         self.names: list[str] = list(data["names"])
+        self.roots: tuple[str, ...] = tuple(dict.fromkeys([self.root, *(data.get("roots") or ())]))
         self._signature_items: Mapping[str, list[str]] = data.get("signatures") or {}
         self._signatures: dict[str, Signature] = {}
+        self._classes: Mapping[str, Mapping[str, Any]] = data.get("classes") or {}
+        self._class_paths: Mapping[str, str] = data.get("class_paths") or {}
+        self._returns: Mapping[str, str] = data.get("returns") or {}
+        self._instances: dict[str, dict[str, Member]] = {}
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
-        return self._children.get(tuple(path))
+        path = tuple(path)
+        if path and path[-1] == CALL:
+            return self.instance_members(self.class_of(path))
+        return self._children.get(path)
+
+    def class_of(self, value: tuple[str, ...]) -> str | None:
+        """The defining path of the class of `value`, a path ending in ``"()"`` (what a
+        call returns), where the snapshot knows it: a class called (by a public or its
+        defining path), a function whose return class was recorded, or a method of an
+        instance (``("pandas", "DataFrame", "()", "head", "()")``); None otherwise."""
+        value = tuple(value)
+        if not value or value[-1] != CALL or len(value) < 2:
+            return None
+        callee = value[:-1]
+        if CALL in callee:
+            last = len(callee) - 1 - callee[::-1].index(CALL)
+            owner = self.class_of(callee[: last + 1])
+            if owner is None:
+                return None
+            return self._returns.get(owner + "()." + ".".join(callee[last + 1 :]))
+        name = ".".join(callee)
+        if name in self._classes:
+            return name
+        return self._class_paths.get(name) or self._returns.get(name)
+
+    def instance_members(self, class_path: str | None) -> Mapping[str, Member] | None:
+        """Members of an instance of the class defined at `class_path` (None: unknown),
+        with a ``"*"`` member of kind "any" or "values" when instances have others."""
+        if class_path is None:
+            return None
+        found = self._instances.get(class_path)
+        if found is None:
+            entry = self._classes.get(class_path)
+            if entry is None:
+                return None
+            found = {
+                name: Member(name, kind, kind not in ("function", "keyword"))
+                for name, kind in (entry.get("members") or {}).items()
+                if isinstance(name, str) and isinstance(kind, str)
+            }
+            dynamic = entry.get("dynamic")
+            if dynamic:
+                found[ANY_ATTRIBUTE] = Member(ANY_ATTRIBUTE, str(dynamic), False)
+            self._instances[class_path] = found
+        return found
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
-        """The stored signature of call `key` (None: not stored, any keyword allowed)."""
+        """The stored signature of call `key` (None: not stored, any keyword allowed);
+        a method of an instance is found through the class the snapshot knows for it."""
+        key = tuple(key)
         name = dotted(key)
+        if name not in self._signature_items and CALL in key[:-1]:
+            last = len(key) - 2 - key[-2::-1].index(CALL)
+            owner = self.class_of(key[: last + 1])
+            if owner is not None:
+                name = owner + dotted(key[last:])
         found = self._signatures.get(name)
         if found is None:
             items = self._signature_items.get(name)
@@ -179,10 +267,10 @@ class SnapshotIndex(APIIndex):
         return len(self._signature_items)
 
     def packages(self) -> dict[str, str]:
-        return {self.root: self.version}
+        return {root: self.version for root in self.roots}
 
     def has_root(self, module: str) -> bool:
-        return module == self.root
+        return module in self.roots
 
     def __len__(self) -> int:
         return len(self.names)

@@ -74,8 +74,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     from adaptrack_lsp.commands.serve import add_backend_arguments
+    from adaptrack_lsp.commands.target_options import add_target_arguments
 
     add_backend_arguments(parser)
+    add_target_arguments(parser)
 
 
 def parse_location(location: str) -> tuple[str, int | None, int | None]:
@@ -125,6 +127,9 @@ def build_settings(args):
         raw["syntaxConstraint"] = args.syntax_constraint
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
+    from adaptrack_lsp.commands.target_options import target_settings
+
+    raw.update(target_settings(args, "complete"))
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
@@ -157,7 +162,11 @@ def run(args) -> int:
         except FileNotFoundError as error:
             print(f"adaptrack-lsp complete: --snapshot {error}", file=sys.stderr)
             return 2
-    settings, problems = build_settings(args)
+    try:
+        settings, problems = build_settings(args)
+    except ValueError as error:
+        print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
+        return 2
     compared = [name.strip() for name in args.compare.split(",") if name.strip()] if args.compare else []
     from adaptrack_lsp.config import DECODER_NAMES
 
@@ -179,6 +188,17 @@ def run(args) -> int:
 
         index_factory = snapshot_index_factory(snapshots)
     service = CompletionService(settings, workspace_root=os.getcwd(), index_factory=index_factory)
+    if settings.version_targets:  # built (or read from the cache) before the model loads
+        from adaptrack_lsp.commands.target_options import target_printer
+
+        service.constraints.target_progress = target_printer("complete")
+        index, info = service.api_index()
+        prepare = getattr(index, "prepare", None)
+        problem = prepare() if callable(prepare) else info.problem
+        if problem:
+            print(f"adaptrack-lsp complete: {problem}", file=sys.stderr)
+            service.close()
+            return 3
     service.warm_up(text)  # the document's imports are indexed while the model loads
     try:
         service.load()

@@ -13,6 +13,9 @@ the rejected offset, and the rejecting part says why (`Constrainer.rejection`).
   the rest of the cursor's line can follow).
 
 `--constraints` names the parts (`PARTS`; default: what the settings turn on).
+`--target SPEC` / `--target-from FILE` add version targets (docs/versions.md): the text
+must then be valid in each target version too; a target that cannot be built (offline,
+no wheel) exits 3 naming it.
 `--stdin-jsonl` checks many texts in one process: one ``{"prefix": ..., "text": ...}``
 per line in (the prefix is the document before the cursor, nothing after it), one
 ``{"accepted", "complete", "offset", "reason"}`` per line out.
@@ -82,17 +85,22 @@ def add_arguments(parser) -> None:
         help="the working directory is trusted: use its .venv/venv and allow runtime introspection",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from adaptrack_lsp.commands.target_options import add_target_arguments
+
+    add_target_arguments(parser)
 
 
 class Explainer:
     """Checks texts at cursors with the constraint completions would get."""
 
-    def __init__(self, settings, parts: list[str], workspace_root: str | None = None, progress: Callable[[str], None] | None = None):
+    def __init__(self, settings, parts: list[str], workspace_root: str | None = None, progress: Callable[[str], None] | None = None,
+                 target_progress: Callable[[str], None] | None = None):
         from adaptrack_lsp.constrainers.environment import ConstraintEnvironment
 
         self.settings = settings
         self.parts = parts
         self.environment = ConstraintEnvironment(workspace_root)
+        self.environment.target_progress = target_progress
         self.progress = progress
         self.index = None
         #: why the API part is missing although asked for ("" when fine)
@@ -100,6 +108,9 @@ class Explainer:
         if "api" in parts or "kwargs" in parts:
             self.index, info = self.environment.api_index(settings)
             self.problem = info.problem
+            prepare = getattr(self.index, "prepare", None)  # version targets: built or read here, once
+            if callable(prepare):
+                self.problem = prepare()
             check = getattr(self.index, "check_interpreter", None)
             if not self.problem and check is not None:
                 self.problem = check()
@@ -155,11 +166,13 @@ def check_text(constraint, text: str) -> dict:
 
 
 def _settings(args):
+    from adaptrack_lsp.commands.target_options import target_settings
     from adaptrack_lsp.config import parse_settings
 
     raw = {"pythonPath": args.python, "apiSnapshot": args.snapshot}
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
+    raw.update(target_settings(args, "explain"))
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
@@ -184,7 +197,10 @@ def run(args) -> int:
             return fail(f"--python {args.python}: no such interpreter or environment")
     if args.snapshot and not os.path.isfile(args.snapshot):
         return fail(f"--snapshot {args.snapshot}: no such file")
-    settings, problems = _settings(args)
+    try:
+        settings, problems = _settings(args)
+    except ValueError as error:
+        return fail(str(error))
     if problems:
         return fail("; ".join(problems))
     try:
@@ -195,7 +211,13 @@ def run(args) -> int:
     def progress(message: str) -> None:
         print(f"adaptrack-lsp explain: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
 
-    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress)
+    from adaptrack_lsp.commands.target_options import target_printer
+
+    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress, target_progress=target_printer("explain"))
+    if explainer.problem and settings.version_targets:  # never checked against fewer versions than asked
+        explainer.close()
+        print(f"adaptrack-lsp explain: {explainer.problem}", file=sys.stderr)
+        return 3
     if explainer.problem:
         # never answer "accepted" for everything because the environment cannot be read
         explainer.close()

@@ -5,6 +5,11 @@ interpreter (`constrainers.snapshot.walk_snapshot`), so the snapshot states what
 environment provides: its public names and the signatures of its functions and classes
 (so a target version that is not installed constrains keyword arguments too).  See
 `apis/snapshot.py` for the format.
+
+``--requirement 'numpy==1.24.4'`` indexes a version that is not installed: it is
+installed (wheels only) into a throwaway environment under the cache root and walked
+there (`apis.targets.target_snapshot`, the snapshot a version target uses; a range
+indexes its highest release with a wheel for this Python).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--python", metavar="PATH", default=None,
                         help="interpreter (or virtualenv directory) of the environment to index "
                              "(default: the interpreter running adaptrack-lsp)")
-    parser.add_argument("--package", metavar="NAME", required=True, help="top-level module to index, e.g. tensorflow")
+    parser.add_argument("--package", metavar="NAME", default=None, help="top-level module to index, e.g. tensorflow")
+    parser.add_argument("--requirement", metavar="SPEC", default=None,
+                        help="index this release instead, installed in its own environment under the cache "
+                             "(e.g. 'numpy==1.24.4'; a range takes its highest release with a wheel)")
     parser.add_argument("-o", "--output", metavar="FILE", default=None,
                         help="write the snapshot here (.json or .json.gz); default: stdout")
     parser.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, metavar="N",
@@ -38,15 +46,26 @@ def run(args) -> int:
     if args.max_depth < 1:
         print("adaptrack-lsp index: --max-depth must be at least 1", file=sys.stderr)
         return 2
-    python, _, problem = find_python(args.python)
-    if problem:
-        print(f"adaptrack-lsp index: {problem}", file=sys.stderr)
+    if (args.package is None) == (args.requirement is None):
+        print("adaptrack-lsp index: give --package NAME (an installed package) or --requirement SPEC (one of them)", file=sys.stderr)
         return 2
-    try:
-        data = walk_snapshot(python, args.package, args.max_depth, args.timeout)
-    except RuntimeError as error:
-        print(f"adaptrack-lsp index: {error}", file=sys.stderr)
-        return 1
+    if args.requirement is not None:
+        if args.python is not None:
+            print("adaptrack-lsp index: --requirement builds its own environment; --python is not used with it", file=sys.stderr)
+            return 2
+        code, data = _requirement_snapshot(args.requirement)
+        if data is None:
+            return code
+    else:
+        python, _, problem = find_python(args.python)
+        if problem:
+            print(f"adaptrack-lsp index: {problem}", file=sys.stderr)
+            return 2
+        try:
+            data = walk_snapshot(python, args.package, args.max_depth, args.timeout)
+        except RuntimeError as error:
+            print(f"adaptrack-lsp index: {error}", file=sys.stderr)
+            return 1
     if args.output:
         write_snapshot(data, args.output)
         where = args.output
@@ -59,3 +78,32 @@ def run(args) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _requirement_snapshot(text: str):
+    """(exit code, snapshot or None) of the release `text` names, built in its own
+    environment (cached)."""
+    import sys
+
+    from adaptrack_lsp.apis.environments import EnvironmentBuildError, normalize_name
+    from adaptrack_lsp.apis.targets import concrete_versions, parse_target, target_snapshot
+
+    def say(line: str) -> None:
+        print(f"adaptrack-lsp index: {line}", file=sys.stderr, flush=True)
+
+    try:
+        requirement = parse_target(text)
+        versions = concrete_versions(requirement)
+        version = versions[-1]
+        if len(versions) > 1 or requirement.specifier and not str(requirement.specifier).startswith("=="):
+            say(f"{text}: indexing its highest release with a wheel for this Python, {version}")
+        data, path, seconds = target_snapshot(normalize_name(requirement.name), version, progress=say)
+    except ValueError as error:
+        say(str(error))
+        return 2, None
+    except (EnvironmentBuildError, RuntimeError) as error:
+        say(str(error))
+        return 1, None
+    if not seconds:
+        say(f"{data['package']} {data['version']}: read from the cache ({path})")
+    return 0, data

@@ -26,6 +26,9 @@ def add_arguments(parser) -> None:
         "default; a local folder or a Hugging Face hub id)",
     )
     add_backend_arguments(parser)
+    from adaptrack_lsp.commands.target_options import add_target_arguments
+
+    add_target_arguments(parser)
     parser.add_argument(
         "--max-message-mb",
         type=float,
@@ -69,7 +72,13 @@ def run(args) -> int:
         raise SystemExit(f"--port must be between 1 and 65535, got {args.port}")
     if not args.max_message_mb > 0:
         raise SystemExit(f"--max-message-mb must be positive, got {args.max_message_mb}")
-    settings = ({"model": args.model} if args.model else {}) | backend_settings(args)
+    from adaptrack_lsp.commands.target_options import target_settings
+
+    try:
+        targets = target_settings(args, "serve")
+    except ValueError as error:
+        raise SystemExit(f"adaptrack-lsp serve: {error}") from None
+    settings = ({"model": args.model} if args.model else {}) | backend_settings(args) | targets
     return serve(
         tcp=args.tcp,
         host="127.0.0.1",

@@ -608,10 +608,22 @@ class ApiMonitor(Constrainer):
             return f"{written} has no members{where}"
         if is_identifier_char(char):
             name = partial + char + rest
+            absent = self._absence(path, name)
+            if absent:  # version targets: missing from some versions only
+                return f"{written}.{name}: {absent}"
             if rest:
                 return f"{written}.{name} does not exist{where}"
             return f"no member of {written} starts with {name}{where}{_near(info, partial)}"
+        absent = self._absence(path, partial)
+        if absent:
+            return f"{written}.{partial}: {absent}"
         return f"{written}.{partial} does not exist{where}{_near(info, partial)}"
+
+    def _absence(self, path: tuple[str, ...], name: str) -> str:
+        try:
+            return self.index.absence(path, name) or ""
+        except Exception:  # noqa: BLE001 - the note only decorates the message
+            return ""
 
     # -- diagnostics -----------------------------------------------------------------------
     def resolved_chains(self, context, text: str) -> list[tuple[str, ...]]:

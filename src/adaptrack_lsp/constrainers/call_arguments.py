@@ -475,6 +475,12 @@ class KeywordArguments(Constrainer):
             parameters = ""
             if signature is not None:
                 parameters = f" (parameters: {signature.parameter_list()})" if signature.parameters else " (it takes no parameters)"
+            try:  # version targets: a keyword missing from some versions only
+                absent = self.index.absence(key, word, keyword=True) if self.index is not None else None
+            except Exception:  # noqa: BLE001 - the note only decorates the message
+                absent = None
+            if absent:
+                return f"{callee}: keyword {word} {absent}"
             if kind == "positional-only":
                 return f"{callee}: {word} is positional-only{where}{parameters}"
             return f"{callee} takes no keyword {word}{where}{parameters}"

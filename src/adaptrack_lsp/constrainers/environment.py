@@ -191,6 +191,10 @@ class ConstraintEnvironment:
         #: paths waited for -> callbacks (`when_ready`)
         self._waiters: dict[frozenset, list[Callable[[bool], None]]] = {}
         self._closed = False
+        #: version targets (setting versionTargets): each step of preparing them, and
+        #: their end (the problem, "" when ready); set by the server and the CLI
+        self.target_progress: Callable[[str], None] | None = None
+        self.target_finished: Callable[[str], None] | None = None
 
     def key(self, settings: Settings) -> tuple:
         """What an index depends on: settings that change it give another index."""
@@ -200,6 +204,7 @@ class ConstraintEnvironment:
             settings.runtime_introspection,
             settings.trusted_workspace,
             self.workspace_root,
+            tuple(settings.version_targets),
         )
 
     def forget(self) -> None:
@@ -235,9 +240,8 @@ class ConstraintEnvironment:
                 from adaptrack_lsp.apis.index import SnapshotIndex
 
                 index = SnapshotIndex(settings.api_snapshot)
-                return index, ConstraintInfo(
-                    source="snapshot", environment=str(settings.api_snapshot), reason="setting apiSnapshot"
-                )
+                info = ConstraintInfo(source="snapshot", environment=str(settings.api_snapshot), reason="setting apiSnapshot")
+                return self._with_targets(index, info, settings)
             from adaptrack_lsp.apis.index import JediIndex
 
             index = JediIndex(
@@ -254,7 +258,29 @@ class ConstraintEnvironment:
             return None, ConstraintInfo(
                 source="none", environment=settings.python_path, problem=index.problem, reason=index.describe()
             )
-        return index, ConstraintInfo(source="jedi", environment=index.python, reason=index.describe())
+        return self._with_targets(index, ConstraintInfo(source="jedi", environment=index.python, reason=index.describe()), settings)
+
+    def _with_targets(self, index, info: ConstraintInfo, settings: Settings) -> tuple[Any, ConstraintInfo]:
+        """`index` combined with the snapshots of the settings' version targets
+        (`apis.targets.TargetsIndex`; prepared on first use), or as it is without targets."""
+        if not settings.version_targets:
+            return index, info
+        from adaptrack_lsp.apis.targets import TargetsIndex
+
+        try:
+            combined = TargetsIndex(index, settings.version_targets, progress=self.target_progress)
+        except ValueError as error:
+            return None, ConstraintInfo(source="none", environment=info.environment, problem=str(error))
+        info = ConstraintInfo(source=info.source, environment=info.environment, reason=combined.describe())
+        told = self.target_finished
+
+        def finished(problem: str) -> None:
+            info.reason = combined.describe()  # the versions checked, once known
+            if told is not None:
+                told(problem)
+
+        combined.finished = finished
+        return combined, info
 
     def describe(self, settings: Settings) -> str:
         """One line: which environment (or snapshot) validates completions, and why."""

@@ -62,6 +62,14 @@ class CompletionHealth:
         self._send_status("degraded", reason)
         self._tell_once(f"adaptrack: {reason}", types.MessageType.Warning)
 
+    def constraint_unavailable(self, problem: str) -> None:
+        """The API constraint cannot check completions (its interpreter failed, a
+        version target could not be built): status `degraded` naming the problem."""
+        self.state = "degraded"
+        text = f"completions are not checked against the installed APIs: {problem}"
+        self._send_status("degraded", text)
+        self._tell_once(f"adaptrack: {text}", types.MessageType.Warning)
+
     def request_done(
         self, status: str, message: str, constraint_problem: str, engine_warning: str = "", *, note: str = ""
     ) -> None:
@@ -75,10 +83,7 @@ class CompletionHealth:
         elif engine_warning:
             self.engine_unavailable(engine_warning)
         elif constraint_problem:
-            self.state = "degraded"
-            text = f"completions are not checked against the installed APIs: {constraint_problem}"
-            self._send_status("degraded", text)
-            self._tell_once(f"adaptrack: {text}", types.MessageType.Warning)
+            self.constraint_unavailable(constraint_problem)
         elif self.state != "ready" or note != self._note:
             self.state = "ready"
             self._send_status("ready", self._ready_message() + (f" ({note})" if note else ""))

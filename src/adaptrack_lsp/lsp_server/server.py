@@ -392,6 +392,29 @@ class AdaptrackServer(LanguageServer):
         start = document.client_position_at_offset(offset - len(word)) if word else position
         return request, types.Range(start=start, end=position)
 
+    def attach(self, service: CompletionService) -> CompletionService:
+        """Hear the service's version targets being prepared (status and log)."""
+        constraints = getattr(service, "constraints", None)
+        if constraints is not None:
+            constraints.target_progress = self.target_progress
+            constraints.target_finished = self.targets_finished
+        return service
+
+    def target_progress(self, message: str) -> None:
+        """A step of preparing the version targets: logged; the status says it while
+        completions wait for it (status "indexing"), not over a model still loading."""
+        self.log_message(f"adaptrack: {message}")
+        if self._status is None or self._status[0] in ("ready", "indexing"):
+            self.send_status("indexing", message)
+
+    def targets_finished(self, problem: str) -> None:
+        """The version targets are ready ("") or failed: status "ready" again, or
+        "degraded" naming the problem (never a silent fallback to the installed version)."""
+        if problem:
+            self.health.constraint_unavailable(problem)
+        else:
+            self.index_ready(True)
+
     def index_ready(self, answered: bool) -> None:
         """The API members an "indexing" answer waited for are computed: status "ready"
         again, so that clients ask again (their next request decodes)."""
@@ -550,7 +573,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
         try:
             ls.settings, problems = parse_settings(params.initialization_options, ls.settings)
             ls.pending_problems.extend(problems)
-            ls.service = ls.service_factory(ls.settings, workspace_root=_root_path(params))
+            ls.service = ls.attach(ls.service_factory(ls.settings, workspace_root=_root_path(params)))
         except Exception as error:
             logger.exception("initialize failed")
             ls.pending_problems.append(f"initialization problem: {error}")
@@ -562,7 +585,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             ls.report_problems(ls.pending_problems)
             ls.pending_problems.clear()
             if ls.service is None:
-                ls.service = ls.service_factory(ls.settings)
+                ls.service = ls.attach(ls.service_factory(ls.settings))
             await ls.start_model_load()
             ls.report_environment()
         except Exception as error:
