@@ -29,6 +29,7 @@ checks treat anything it cannot name as unknown.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 
 from adaptrack_lsp.apis.imports import _parser
@@ -178,6 +179,9 @@ def _parameters(function, scope: _Scope) -> None:
             _targets(parameter, scope)
 
 
+_LAMBDA_PARAMETERS = re.compile(r"\blambda\b([^:]*):")
+_FOR_TARGETS = re.compile(r"\bfor\b(.*?)\bin\b")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 _COMPREHENSIONS = frozenset({"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"})
 
 
@@ -245,6 +249,18 @@ def _scopes(tree, source: bytes, byte_offset: int) -> list[_Scope]:
                         scope.bind(_text(name), _UNTYPED)
             scopes.append(scope)
         node = node.parent
+    # the statement being typed may not parse: names a lambda or a comprehension on the
+    # cursor's line binds are unknown there whatever the parse says
+    line = source[source.rfind(b"\n", 0, byte_offset) + 1 : byte_offset].decode("utf-8", "replace")
+    local = _Scope(tree.root_node, "function")
+    for parameters in _LAMBDA_PARAMETERS.findall(line):
+        for name in _NAME.findall(parameters):
+            local.bind(name, _UNTYPED)
+    for targets in _FOR_TARGETS.findall(line):
+        for name in _NAME.findall(targets):
+            local.bind(name, _UNTYPED)
+    if local.bindings:
+        scopes.append(local)
     definitions: list = []
     _definitions(tree.root_node, byte_offset, definitions)
     enclosing = sorted((d for d in definitions if _encloses(source, d, byte_offset)), key=lambda d: d.start_byte, reverse=True)

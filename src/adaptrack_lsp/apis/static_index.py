@@ -17,6 +17,8 @@ class StaticIndex(APIIndex):
     ``"sklearn.linear_model.LinearRegression().fit()"`` for a method of an instance) to
     its parameters in `Signature.to_list` notation (or a `Signature`); other calls are
     unknown.  `versions`: top-level package -> version (what `packages` says).
+    `modules`: dotted package path -> the module names importable under it (``""``:
+    the top level), what `submodules` answers; other paths are unknown.
     """
 
     def __init__(
@@ -25,6 +27,7 @@ class StaticIndex(APIIndex):
         source: str = "static names",
         signatures: Mapping[str, Sequence[str] | Signature] | None = None,
         versions: Mapping[str, str] | None = None,
+        modules: Mapping[str, Iterable[str]] | None = None,
     ):
         self.source = source
         self._members: dict[tuple[str, ...], dict[str, Member]] = {}
@@ -43,6 +46,9 @@ class StaticIndex(APIIndex):
             for call, value in (signatures or {}).items()
         }
         self._versions = dict(versions or {})
+        self._modules = {
+            tuple(p for p in key.split(".") if p): frozenset(names) for key, names in (modules or {}).items()
+        }
         self.lookups = 0
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
@@ -54,6 +60,9 @@ class StaticIndex(APIIndex):
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
         return self._signatures.get(dotted(key))
+
+    def submodules(self, path: tuple[str, ...]) -> frozenset[str] | None:
+        return self._modules.get(tuple(path))
 
     def packages(self) -> dict[str, str]:
         return dict(self._versions)

@@ -1,0 +1,335 @@
+"""Version coverage beyond attribute chains on imported modules: import statements in the
+generated text, names they bind, typed receivers (methods of objects whose type the
+document states), private names, data proxies, and submodules a document imports.
+
+Unit tests run on a `StaticIndex`; the installed-environment tests take their ground
+truth from running the code in that environment (ImportError, AttributeError), never
+from the checker."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from adaptrack_lsp.apis.index import CALL, Member
+from adaptrack_lsp.apis.receivers import receiver_bindings
+from adaptrack_lsp.apis.static_index import StaticIndex
+from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.constrainers.api import LINE_START, ApiMonitor, ConstraintContext
+from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+NAMES = [
+    "numpy.linalg.norm",
+    "numpy.linalg.inv",
+    "numpy.prod",
+    "numpy.sum",
+    "numpy.zeros",
+    "numpy.ndarray",
+    "os.path.join",
+    "json.dumps",
+]
+MODULES = {
+    "": ["numpy", "os", "json", "scipy"],
+    "numpy": ["linalg", "random", "testing"],
+    "numpy.linalg": [],
+    "os": ["path"],
+    "json": ["decoder", "encoder"],
+}
+
+
+class _Instances(StaticIndex):
+    """A static index whose paths ending in "()" answer instance members."""
+
+    def __init__(self, *args, instances=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.instances = {tuple(k.split(".")) + (CALL,): v for k, v in (instances or {}).items()}
+
+    def members(self, path):
+        if path and path[-1] == CALL:
+            return self.instances.get(tuple(path))
+        return super().members(path)
+
+
+def index(**extra) -> StaticIndex:
+    return StaticIndex(NAMES, modules=MODULES, versions={"numpy": "2.4.6"}, **extra)
+
+
+def verdict(text: str, prefix: str = "", idx=None, roots=None) -> int | None:
+    """None when `text` is accepted after `prefix`, else the offset of its first rejected character."""
+    monitor = ApiMonitor(idx or index(), roots=roots)
+    state = monitor.start(ConstraintContext(prefix, prefix))
+    result, position = monitor.lex(state, text)
+    return None if result is not None else position
+
+
+def rejected_at(text: str, marker: str) -> int:
+    return text.index(marker)
+
+
+# -- import statements ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, bad",
+    [
+        ("import numpy\n", None),
+        ("import numpy.linalg\n", None),
+        ("import numpy.oldnumeric\n", "oldnumeric"),
+        ("import nump\n", "\n"),  # not a complete module name
+        ("import numpyx\n", "x"),
+        ("import os.path, json.decoder as d\n", None),
+        ("import os.path, json.nodecoder\n", "nodecoder"),
+        ("from numpy import prod\n", None),
+        ("from numpy import product\n", "uct"),  # "prod" is a name; "produ..." is none
+        ("from numpy import linalg, random as r, testing\n", None),  # submodules too
+        ("from numpy import (\n    prod,\n    sum as s,\n)\n", None),
+        ("from numpy import (\n    prod,\n    sun,\n)\n", "n,\n)"),
+        ("from numpy.linalg import norm, inv\n", None),
+        ("from numpy.oldnumeric import x\n", "oldnumeric"),
+        ("from numpy import *\n", None),
+        ("from . import anything\nfrom .x import y\n", None),  # relative imports are the workspace's
+        ("from scipy import misc\n", None),  # scipy's names are not known here: unknown
+        ("raise E from nothing_known\n", None),  # not an import statement
+        ("x = 1; import numpy.linalg as la\n", None),
+        ("import numpy as np  # the rest is a comment: import zzz\n", None),
+    ],
+)
+def test_import_statements_in_the_generated_text(text, bad):
+    found = verdict(text)
+    if bad is None:
+        assert found is None, f"rejected at {found}: {text[found:]!r}"
+    else:
+        assert found == text.index(bad), f"{found} != {text.index(bad)} for {text!r}"
+
+
+def test_names_an_import_binds_are_checked_for_the_rest_of_the_text():
+    text = "import numpy.linalg as la\nla.norm(x)\nla.nrm(x)"
+    assert verdict(text) == text.index("rm(x)", text.index("la.nrm"))
+    text = "from numpy import linalg\nlinalg.inv(a)\nlinalg.invx(a)"
+    assert verdict(text) == text.index("x(a)")
+    text = "from numpy import linalg as L\nL.norm(x)"
+    assert verdict(text) is None
+    # a dotted plain import binds its first name without checking deeper chains (the
+    # submodules it makes reachable are not known here): never a false rejection
+    assert verdict("import numpy.linalg\nnumpy.linalg.norm(x)") is None
+    # the binding ends where the statement ends: before it, the name is unknown
+    assert verdict("la.nrm\nimport numpy.linalg as la\n") is None
+
+
+def test_the_cursor_inside_a_multi_line_import_reads_the_statement_from_its_start():
+    assert verdict("sun,\n)\n", prefix="from numpy import (\n    prod,\n    ") == 2
+    assert verdict("sum,\n)\n", prefix="from numpy import (\n    prod,\n    ") is None
+
+
+def test_rejections_name_the_module_or_the_name():
+    monitor = ApiMonitor(index())
+    state = monitor.start(ConstraintContext("", ""))
+    assert monitor.rejection(state, "from numpy import product") == (
+        "cannot import product from numpy in numpy 2.4.6 (members starting with prod: prod)"
+    )
+    assert monitor.rejection(state, "import numpy.oldnumeric").startswith("no module numpy.oldnumeric can be imported")
+    assert "not installed" in monitor.rejection(state, "import tensorflow")
+
+
+def test_the_document_folders_modules_are_importable(tmp_path):
+    monitor = ApiMonitor(index(), local_modules=frozenset({"helper"}))
+    state = monitor.start(ConstraintContext("", ""))
+    assert monitor.check(state, "import helper\n") is not None
+    assert monitor.check(state, "import helperx\n") is None
+
+
+# -- private names, data proxies, imported submodules ------------------------------------------
+def test_private_names_are_unknown_where_the_answer_lists_none_and_checked_where_it_does():
+    assert verdict("np._anything_private", prefix="import numpy as np\n") is None
+    listed = _Instances(NAMES, instances={"numpy.ndarray": {n: Member(n, "function", False) for n in ("sum", "_private", "__len__")}})
+    roots = {"a": ("numpy", "ndarray", CALL)}
+    assert verdict("a._private", idx=listed, roots=roots) is None
+    assert verdict("a._nope", idx=listed, roots=roots) == 3
+    assert verdict("a.ptp()", idx=listed, roots=roots) == 2
+
+
+def test_a_data_proxy_may_be_read_but_an_unlisted_name_not_called():
+    frame = {"head": Member("head", "function", False), "*": Member("*", "values", False)}
+    idx = _Instances(NAMES, instances={"pandas.DataFrame": frame})
+    roots = {"df": ("pandas", "DataFrame", CALL)}
+    assert verdict("df.price + df.head()", idx=idx, roots=roots) is None
+    text = "df.append(row)"
+    assert verdict(text, idx=idx, roots=roots) == text.index("(")
+    monitor = ApiMonitor(idx, roots=roots)
+    state = monitor.start(ConstraintContext("", ""))
+    assert "is not a method" in monitor.rejection(state, text)
+    # a class whose instances take any attribute is unknown
+    anything = _Instances(NAMES, instances={"x.Proxy": {"*": Member("*", "any", False)}})
+    assert verdict("p.whatever()", idx=anything, roots={"p": ("x", "Proxy", CALL)}) is None
+
+
+def test_a_submodule_the_document_imports_is_a_member_of_its_parent():
+    idx = StaticIndex(["sympy.Symbol", "sympy.physics.quantum.trace.Tr"])
+    # sympy's own members do not list physics; "import sympy.physics.quantum" makes it exist
+    del idx._members[("sympy",)]["physics"]
+    document = "import sympy.physics.quantum\n"
+    assert verdict("sympy.physics.quantum.trace.Tr(n)", prefix=document, idx=idx) is None
+    assert verdict("sympy.physics.x", prefix="import sympy\n", idx=idx) == len("sympy.")
+
+
+# -- typed receivers -------------------------------------------------------------------------------
+ROOTS = {"np": ("numpy",), "pd": ("pandas",), "LinearRegression": ("sklearn", "linear_model", "LinearRegression")}
+
+
+@pytest.mark.parametrize(
+    "document, expected",
+    [
+        ("a = np.zeros(3)\n", {"a": ("numpy", "zeros", CALL)}),
+        ("df = pd.read_csv(f).head()\n", {"df": ("pandas", "read_csv", CALL, "head", CALL)}),
+        ("m = LinearRegression()\n", {"m": ("sklearn", "linear_model", "LinearRegression", CALL)}),
+        ("a = np.zeros(3)\nb = a.copy()\n", {"a": ("numpy", "zeros", CALL), "b": ("numpy", "zeros", CALL, "copy", CALL)}),
+        ("x: np.ndarray = g()\n", {"x": ("numpy", "ndarray", CALL)}),
+        ("a = np.zeros(3)\na = np.ones(3)\n", {}),  # two types: unknown
+        ("a = np.zeros(3)\nfor a in rows: pass\n", {}),  # rebound by a loop
+        ("a = np.zeros(3)\ndel a\n", {}),
+        ("a, b = np.zeros(3), 1\n", {}),
+        ("a = g()\n", {}),  # an unresolved call
+        ("a = np.pi\n", {}),  # not a call: its type is not stated
+    ],
+)
+def test_receiver_bindings_at_module_level(document, expected):
+    assert receiver_bindings(document, len(document), ROOTS) == expected
+
+
+def test_receiver_bindings_follow_pythons_scopes():
+    document = (
+        "a = np.zeros(3)\n"
+        "def f(x: np.ndarray, y, z: 'np.ndarray', *args):\n"
+        "    w = np.ones(2)\n"
+        "    return \n"
+        "def g(a):\n"
+        "    return \n"
+        "class K:\n"
+        "    k = np.ones(3)\n"
+        "    def m(self):\n"
+        "        return \n"
+    )
+    first = document.index("return ") + len("return ")
+    assert receiver_bindings(document, first, ROOTS) == {
+        "a": ("numpy", "zeros", CALL), "x": ("numpy", "ndarray", CALL), "w": ("numpy", "ones", CALL),
+    }
+    second = document.index("return ", first) + len("return ")
+    assert receiver_bindings(document, second, ROOTS) == {}  # the parameter a shadows the module's
+    third = document.rindex("return ") + len("return ")
+    assert receiver_bindings(document, third, ROOTS) == {"a": ("numpy", "zeros", CALL)}  # K's body is not visible
+    # the text being typed after the parse's end still belongs to the function
+    typing = "def f(a: np.ndarray):\n    return "
+    assert receiver_bindings(typing, len(typing), ROOTS) == {"a": ("numpy", "ndarray", CALL)}
+    lam = "a = np.zeros(3)\nf = lambda a: a."
+    assert receiver_bindings(lam, len(lam), ROOTS) == {}
+
+
+# -- masks equal brute force over import and scoped states -----------------------------------------
+PIECES = [
+    "import", " import", "from", "from ", " numpy", "numpy", "nump", "y", ".", ".linalg", "linalg", " as", " la",
+    "\n", "\nimport", "\nfrom", " prod", "prod", "uct", ",", " (", "(", ")", "la", ".n", "orm", "norm", "x", " ",
+    "im", "port", "fr", "om", "_priv", "._", "np", "np.", " np.", "#", "'", "sum", " sum",
+]
+
+
+def _vocabulary() -> Vocabulary:
+    data = [p.encode() for p in dict.fromkeys(PIECES)]
+    return Vocabulary(data, eos_ids=[len(data)], size=len(data) + 1)
+
+
+@pytest.mark.parametrize("prefix", ["", "import numpy as np\n", "x = 1\nfrom numpy import (\n    "])
+def test_masks_equal_brute_force_over_imports(prefix):
+    vocab = _vocabulary()
+    token_index = TokenIndex(ApiMonitor(index()), vocab, context=ConstraintContext(prefix, prefix))
+    rng = random.Random(5)
+    start = token_index.initial_state()
+    states = {start}
+    piece = {text: i for i, text in enumerate(dict.fromkeys(PIECES))}
+    starts = [start]
+    for path in (["import", " numpy", " as", " la", "\n", "la", ".n", "orm"], ["from ", "numpy", " import", " prod", ",", " sum"]):
+        state = start
+        for text in path:
+            state = token_index.advance(state, piece[text])
+            if state is None:
+                break
+            states.add(state)
+            starts.append(state)
+    for _ in range(400):
+        state = rng.choice(starts)
+        for _ in range(rng.randint(1, 10)):
+            valid = [int(t) for t in np.flatnonzero(token_index.mask(state)[: vocab.num_defined]) if t not in vocab.eos_ids]
+            if not valid:
+                break
+            state = token_index.advance(state, rng.choice(valid))
+            states.add(state)
+    kinds = {type(s).__name__ for s in states}
+    assert len(states) > 50, kinds
+    assert any(s[0] == 12 for s in states if isinstance(s, tuple))  # names bound by generated imports
+    assert any((s[2] if s[0] == 12 else s)[0] == 11 for s in states if isinstance(s, tuple))  # inside import statements
+    for state in states:
+        fast, slow = token_index.compute_mask(state), token_index.brute_force_mask(state)
+        assert np.array_equal(fast, slow), (state, [vocab.text(int(i)) for i in np.flatnonzero(fast != slow)])
+
+
+def test_the_statement_start_state():
+    monitor = ApiMonitor(index())
+    assert monitor.start(ConstraintContext("x = 1\n", "x = 1\n")) == LINE_START
+
+
+# -- the installed environment: ground truth by running the code --------------------------------------
+def _runs(code: str) -> str:
+    """"" when `code` runs in this interpreter, else the exception's class name."""
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120)
+    if done.returncode == 0:
+        return ""
+    lines = [line for line in done.stderr.strip().splitlines() if line and not line.startswith(" ")]
+    return lines[-1].split(":", 1)[0] if lines else "failed"
+
+
+CASES = [
+    ("", "from numpy import prod\n", ""),
+    ("", "from numpy import product\n", "ImportError"),  # removed in NumPy 2.0
+    ("", "import numpy.oldnumeric\n", "ModuleNotFoundError"),
+    ("", "from numpy import linalg\nlinalg.norm([3.0, 4.0])\n", ""),
+    ("", "import os.path\nos.path.join('a', 'b')\n", ""),
+    ("import numpy as np\na = np.zeros(3)\n", "a.sum()\n", ""),
+    ("import numpy as np\na = np.zeros(3)\n", "a.ptp()\n", "AttributeError"),  # removed from ndarray in NumPy 2.0
+    ("import numpy as np\na = np.zeros(3)\n", "a.itemset(0, 1)\n", "AttributeError"),
+    ("import numpy as np\na = np.zeros(3)\n", "a.newbyteorder()\n", "AttributeError"),
+    ("import numpy as np\ndef f(a: np.ndarray):\n    return ", "a.ptp()\nf(np.zeros(2))\n", "AttributeError"),
+    ("import numpy as np\ndef f(a: np.ndarray):\n    return ", "a.max()\nf(np.zeros(2))\n", ""),
+    ("import json\nd = json.JSONDecoder()\n", "d.decode('1')\n", ""),
+    ("import json\nd = json.JSONDecoder()\n", "d.decodex('1')\n", "AttributeError"),
+    ("import argparse\np = argparse.ArgumentParser()\n", "p.add_argument('--x')\n", ""),
+    ("import argparse\np = argparse.ArgumentParser()\n", "p.add_argumen('--x')\n", "AttributeError"),
+    ("import numpy as np\n", "np.histogram([1.0], normed=True)\n", "TypeError"),
+]
+
+
+@pytest.fixture(scope="module")
+def explainer():
+    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.config import parse_settings
+
+    settings, problems = parse_settings({"pythonPath": sys.executable})
+    assert not problems
+    checker = Explainer(settings, ["api", "kwargs"])
+    assert not checker.problem
+    yield checker
+    checker.close()
+
+
+@pytest.mark.parametrize("prefix, text, expected", CASES)
+def test_the_checks_agree_with_running_the_code(explainer, prefix, text, expected):
+    if prefix.endswith("return "):
+        ran = _runs(prefix + text)
+    else:
+        ran = _runs(prefix + text)
+    assert ran == expected, f"the reference itself changed: {ran!r}"
+    found = explainer.explain(prefix, text)
+    if expected:
+        assert found["accepted"] is False, found
+    else:
+        assert found["accepted"] is True and found["complete"] is True, found
