@@ -214,6 +214,21 @@ _UNWRITABLE: set[str] = set()
 _UNWRITABLE_LOCK = threading.Lock()
 
 
+_WORKER_DIGEST: list[str] = []
+
+
+def worker_digest() -> str:
+    """A short hash of the introspection worker's source: what it answers (which names
+    count, how types are found) is part of every cached answer, so a changed worker
+    never reads answers an older one wrote."""
+    if not _WORKER_DIGEST:
+        import hashlib
+
+        source = (Path(__file__).parent / "introspect_worker.py").read_bytes()
+        _WORKER_DIGEST.append(hashlib.sha256(source).hexdigest()[:10])
+    return _WORKER_DIGEST[0]
+
+
 class IndexCache:
     """The files of one cache folder (``<cache root>/api-index``)."""
 
@@ -224,7 +239,7 @@ class IndexCache:
 
     def file(self, environment: EnvironmentFacts, package: str, version: str, mode: str) -> Path:
         safe_version = re.sub(r"[^A-Za-z0-9.+-]", "_", version)
-        return self.folder / environment.key / f"{package}-{safe_version}.{mode}.v{CACHE_FORMAT}.json"
+        return self.folder / environment.key / f"{package}-{safe_version}.{mode}.v{CACHE_FORMAT}-{worker_digest()}.json"
 
     def _read(self, file: Path, package: str, version: str) -> dict | None:
         """The cache file's data when it is a cache of this package version, else None."""

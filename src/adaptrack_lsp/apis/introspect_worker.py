@@ -346,8 +346,8 @@ def instance_members(cls) -> dict:
                 members.setdefault(name, ("instance", True))
         node = _class_node(klass)
         if node is None:
-            if getattr(klass, "__dictoffset__", 0) and klass.__module__ not in ("builtins",):
-                dynamic = "any"  # instances keep a __dict__ that no source we can read fills
+            if getattr(klass, "__dictoffset__", 0):
+                dynamic = "any"  # instances keep a __dict__ that no source we can read fills (modules, functions)
             continue
         names, sets_dynamically = _self_attributes(node)
         if sets_dynamically:
@@ -366,8 +366,10 @@ def _as_class(annotation):
     ``Any``, type variables, ``None`` and the rest."""
     import typing
 
+    if annotation is typing.Any or annotation is object or annotation is type(None):
+        return None  # says nothing (Any is a class since Python 3.11)
     if inspect.isclass(annotation):
-        return None if annotation is type(None) else annotation
+        return annotation
     origin = typing.get_origin(annotation)
     if inspect.isclass(origin) and origin not in (type, tuple):
         return origin

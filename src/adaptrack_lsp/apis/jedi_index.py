@@ -157,6 +157,42 @@ def find_python(
     return sys.executable, "server interpreter", ""
 
 
+#: folders never searched for a workspace's own modules
+_NOT_SOURCES = frozenset({"node_modules", "__pycache__", "site-packages", "build", "dist"})
+
+
+def workspace_module_names(workspace: str | os.PathLike, max_depth: int = 4, max_entries: int = 20000) -> frozenset[str]:
+    """Names of the modules and packages anywhere in the workspace (``.py`` files and
+    folders, to `max_depth`, skipping hidden folders, virtual environments and build
+    output): a test run or a script can put any of its folders on ``sys.path``, so an
+    import of one of these names is the workspace's business, never rejected.  Only
+    names are read, no file's contents."""
+    found: set[str] = set()
+    seen = 0
+    stack = [(Path(workspace), 0)]
+    while stack and seen < max_entries:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            name = entry.name
+            if name.endswith(".py") and name[:-3].isidentifier():
+                found.add(name[:-3])
+            elif name.isidentifier() and not name.startswith(".") and name not in _NOT_SOURCES:
+                try:
+                    is_folder = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_folder = False
+                if is_folder and not (Path(entry.path) / "pyvenv.cfg").exists():
+                    found.add(name)
+                    if depth + 1 < max_depth:
+                        stack.append((Path(entry.path), depth + 1))
+    return frozenset(found)
+
+
 # ------------------------------------------------------------------------ module sources
 
 
@@ -726,16 +762,8 @@ class JediIndex(APIIndex):
             log.debug("API index: the modules under %s are not known: %s", dotted(path) or "the top level", answer.get("error"))
             return None, True
         found = {str(name) for name in names}
-        if not path and self.workspace:  # the workspace's own modules (names only, nothing read)
-            for folder in (Path(self.workspace), Path(self.workspace) / "src"):
-                try:
-                    entries = list(folder.iterdir()) if folder.is_dir() else []
-                except OSError:
-                    entries = []
-                for entry in entries[:5000]:
-                    stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
-                    if stem.isidentifier() and (entry.name.endswith(".py") or entry.is_dir()):
-                        found.add(stem)
+        if not path and self.workspace:
+            found |= workspace_module_names(self.workspace)
         return frozenset(found), True
 
     def _lookup_instance(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:

@@ -118,14 +118,15 @@ class Explainer:
     def close(self) -> None:
         self.environment.close()
 
-    def explain(self, prefix: str, text: str, suffix: str = "") -> dict:
-        """The verdict for `text` after `prefix` (and before `suffix`)."""
+    def explain(self, prefix: str, text: str, suffix: str = "", path: str = "") -> dict:
+        """The verdict for `text` after `prefix` (and before `suffix`) in the file `path`
+        (its folder's modules are importable; "" for none)."""
         from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
         from adaptrack_lsp.completion.pipeline import wait_for_paths
         from adaptrack_lsp.completion.request import CompletionRequest
         from adaptrack_lsp.constrainers.environment import text_constraint
 
-        request = CompletionRequest.build(prefix + suffix, len(prefix), settings=self.settings)
+        request = CompletionRequest.build(prefix + suffix, len(prefix), settings=self.settings, document=path)
         given_up: set = set()
         if self.index is not None:
             wait_for_paths(self.index, request.needed_paths, given_up, self.progress)
@@ -237,7 +238,7 @@ def run(args) -> int:
             offset = cursor_offset(document, line, col)
         except ValueError as error:
             return fail(str(error))
-        verdict = explainer.explain(document[:offset], args.text, document[offset:])
+        verdict = explainer.explain(document[:offset], args.text, document[offset:], path=str(path))
     finally:
         explainer.close()
     if args.json:

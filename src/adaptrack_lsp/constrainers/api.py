@@ -558,7 +558,7 @@ class ApiMonitor(Constrainer):
     def _import_problem(self, state, word: str) -> str:
         """Why an import statement's text is rejected: the module path or the name."""
         _, kind, module, partial, stage, _, _, _ = state
-        root = (module or (partial or word,))[0]
+        root = (module or (partial + (word if is_identifier_char(word[:1] or " ") else ""),))[0]
         try:
             version = self.index.packages().get(root, "")
         except Exception:  # noqa: BLE001 - the version only decorates the message
