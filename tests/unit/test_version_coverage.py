@@ -174,6 +174,19 @@ def test_a_submodule_the_document_imports_is_a_member_of_its_parent():
     assert verdict("sympy.physics.x", prefix="import sympy\n", idx=idx) == len("sympy.")
 
 
+def test_a_call_on_a_known_chain_is_followed_to_its_result():
+    ndarray = {n: Member(n, "function", False) for n in ("sum", "max", "copy")}
+    idx = _Instances(NAMES, instances={"numpy.zeros": ndarray, "numpy.ndarray": ndarray})
+    prefix = "import numpy as np\n"
+    text = "np.zeros(3).ptp()"
+    assert verdict(text, prefix=prefix, idx=idx) == text.index("ptp")
+    assert verdict("np.zeros((2, [3][0])).max()", prefix=prefix, idx=idx) is None
+    text = "y = np.prod([np.zeros(3).ptp(), 1])"  # nested inside another call
+    assert verdict(text, prefix=prefix, idx=idx) == text.index("ptp")
+    assert verdict("np.prod(x).anything", prefix=prefix, idx=idx) is None  # result unknown: unchecked
+    assert verdict("np.zeros(3)\nimport numpy.linalg\n", prefix=prefix, idx=idx) is None
+
+
 # -- typed receivers -------------------------------------------------------------------------------
 ROOTS = {"np": ("numpy",), "pd": ("pandas",), "LinearRegression": ("sklearn", "linear_model", "LinearRegression")}
 
@@ -231,6 +244,7 @@ PIECES = [
     "import", " import", "from", "from ", " numpy", "numpy", "nump", "y", ".", ".linalg", "linalg", " as", " la",
     "\n", "\nimport", "\nfrom", " prod", "prod", "uct", ",", " (", "(", ")", "la", ".n", "orm", "norm", "x", " ",
     "im", "port", "fr", "om", "_priv", "._", "np", "np.", " np.", "#", "'", "sum", " sum",
+    "zeros", "zeros(", "3", ")", ").", ").s", "um", "[", "]", "(3)", "np.zeros(", " np",
 ]
 
 
@@ -242,13 +256,19 @@ def _vocabulary() -> Vocabulary:
 @pytest.mark.parametrize("prefix", ["", "import numpy as np\n", "x = 1\nfrom numpy import (\n    "])
 def test_masks_equal_brute_force_over_imports(prefix):
     vocab = _vocabulary()
-    token_index = TokenIndex(ApiMonitor(index()), vocab, context=ConstraintContext(prefix, prefix))
+    ndarray = {n: Member(n, "function", False) for n in ("sum", "max")}
+    idx = _Instances(NAMES, modules=MODULES, instances={"numpy.zeros": ndarray})
+    token_index = TokenIndex(ApiMonitor(idx), vocab, context=ConstraintContext(prefix, prefix))
     rng = random.Random(5)
     start = token_index.initial_state()
     states = {start}
     piece = {text: i for i, text in enumerate(dict.fromkeys(PIECES))}
     starts = [start]
-    for path in (["import", " numpy", " as", " la", "\n", "la", ".n", "orm"], ["from ", "numpy", " import", " prod", ",", " sum"]):
+    for path in (
+        ["import", " numpy", " as", " la", "\n", "la", ".n", "orm"],
+        ["from ", "numpy", " import", " prod", ",", " sum"],
+        ["import", " numpy", " as", " np", "\n", "np.zeros(", "3"],
+    ):
         state = start
         for text in path:
             state = token_index.advance(state, piece[text])
@@ -267,7 +287,9 @@ def test_masks_equal_brute_force_over_imports(prefix):
     kinds = {type(s).__name__ for s in states}
     assert len(states) > 50, kinds
     assert any(s[0] == 12 for s in states if isinstance(s, tuple))  # names bound by generated imports
-    assert any((s[2] if s[0] == 12 else s)[0] == 11 for s in states if isinstance(s, tuple))  # inside import statements
+    assert any((s[3] if s[0] == 12 else s)[0] == 11 for s in states if isinstance(s, tuple))  # inside import statements
+    if not prefix:
+        assert any(s[0] == 12 and s[2] for s in states if isinstance(s, tuple))  # inside a call on a known chain
     for state in states:
         fast, slow = token_index.compute_mask(state), token_index.brute_force_mask(state)
         assert np.array_equal(fast, slow), (state, [vocab.text(int(i)) for i in np.flatnonzero(fast != slow)])
@@ -305,6 +327,9 @@ CASES = [
     ("import argparse\np = argparse.ArgumentParser()\n", "p.add_argument('--x')\n", ""),
     ("import argparse\np = argparse.ArgumentParser()\n", "p.add_argumen('--x')\n", "AttributeError"),
     ("import numpy as np\n", "np.histogram([1.0], normed=True)\n", "TypeError"),
+    ("import numpy as np\n", "np.zeros(3).ptp()\n", "AttributeError"),
+    ("import numpy as np\n", "np.zeros(3).max()\n", ""),
+    ("import json\n", "json.JSONDecoder().decode('1')\n", ""),
 ]
 
 

@@ -20,9 +20,12 @@ from adaptrack_lsp.apis.index import APIIndex, Member, Signature, members_key, m
 class ReadyOnlyIndex(APIIndex):
     """What `index` has ready now; the rest is unknown and listed in `pending`."""
 
-    def __init__(self, index: APIIndex, unknown=()):
+    def __init__(self, index: APIIndex, unknown=(), wait_optional: bool = False):
         """`unknown`: paths answered "unknown" without being listed as pending (the
-        caller gave up waiting for them)."""
+        caller gave up waiting for them).  `wait_optional`: answers a check may go
+        without (`optional_ready`: what a call on a chain returns) are pending too (a
+        caller that waits, such as ``explain``, gets the same verdict every time)."""
+        self.wait_optional = wait_optional
         self.index = index
         self.source = index.source
         self.unknown = frozenset(tuple(p) for p in unknown)
@@ -54,6 +57,17 @@ class ReadyOnlyIndex(APIIndex):
         with self._lock:
             if key not in self.pending:
                 self.pending.append(key)
+        return False
+
+    def optional_ready(self, key: tuple[str, ...]) -> bool:
+        """Whether `key`'s answer is there; if not, it is looked up in the background and,
+        only with `wait_optional`, listed in `pending` (a check may do without it)."""
+        key = tuple(key)
+        if self.wait_optional:
+            return self._ready(key)
+        if self.index.ready(key):
+            return True
+        self.index.prefetch(key)
         return False
 
     def has_pending(self) -> bool:

@@ -131,7 +131,7 @@ class Explainer:
         if self.index is not None:
             wait_for_paths(self.index, request.needed_paths, given_up, self.progress)
         while True:
-            view = ReadyOnlyIndex(self.index, unknown=given_up) if self.index is not None else None
+            view = ReadyOnlyIndex(self.index, unknown=given_up, wait_optional=True) if self.index is not None else None
             arguments: dict = {}
             for part in self.parts:
                 arguments.update(PARTS[part](view))

@@ -133,7 +133,7 @@ def run(
             if pending:
                 return indexing_result(request, pending, info, started)
     while True:
-        view = ReadyOnlyIndex(index, unknown=given_up) if index is not None else None
+        view = ReadyOnlyIndex(index, unknown=given_up, wait_optional=wait_for_index) if index is not None else None
         control.index_pending = view.has_pending if view is not None else None
         decoded = _decode(request, host, view, control)
         if view is None or not view.pending:

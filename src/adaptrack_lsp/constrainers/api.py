@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from adaptrack_lsp.apis.imports import imported_modules, learn_roots
-from adaptrack_lsp.apis.index import APIIndex, Member
+from adaptrack_lsp.apis.index import CALL, APIIndex, Member, dotted, members_key
 from adaptrack_lsp.apis.introspect_worker import ANY_ATTRIBUTE
 from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.constrainers.base import Constrainer
@@ -54,9 +54,13 @@ _VALUE = 8  # (_VALUE, name, spaced): an attribute a data proxy serves (not a me
 _LINE = 9  # (_LINE,): code at the start of a statement (only indentation so far)
 _STMT = 10  # (_STMT, word): the first word of a statement (``import``/``from`` start imports)
 _IMPORT = 11  # (_IMPORT, kind, module, partial, stage, paren, checked, pending): an import statement
-_SCOPED = 12  # (_SCOPED, learned, state): `state` with names bound by imports written so far
+_SCOPED = 12  # (_SCOPED, learned, frames, state): `state` with names bound by imports written
+#: so far (`learned`) and the calls open on chains whose result type is known (`frames`:
+#: (result path, bracket depth) pairs, innermost last)
 
 _LINE_START = (_LINE,)
+_OPENERS = frozenset("([{")
+_CLOSERS = frozenset(")]}")
 #: the state at the start of a statement (a document starts with one)
 LINE_START = _LINE_START
 #: import-statement stages (see `ApiMonitor._lex_import`)
@@ -95,7 +99,7 @@ class ConstraintContext:
 
 def _inner(state):
     """`state` without the scope of names bound by imports in the generated text."""
-    return state[2] if state[0] == _SCOPED else state
+    return state[3] if state[0] == _SCOPED else state
 
 
 # -- prompt scanning -----------------------------------------------------------------------
@@ -302,8 +306,25 @@ class ApiMonitor(Constrainer):
         return found
 
     @staticmethod
-    def _scoped(learned: tuple, state):
-        return (_SCOPED, learned, state) if learned else state
+    def _scoped(learned: tuple, frames: tuple, state):
+        return (_SCOPED, learned, frames, state) if learned or frames else state
+
+    def _call_result(self, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The path of what calling `path` returns, when the index knows its members now
+        (``np.zeros`` -> ``("numpy", "zeros", "()")``); else None (looked up in the
+        background, and the call's result stays unchecked this time)."""
+        if CALL in path[-1:]:
+            return None
+        result = (*path, CALL)
+        key = members_key(result)
+        optional = getattr(self.index, "optional_ready", None)
+        try:
+            ready = optional(key) if optional is not None else self.index.ready(key)
+        except Exception:  # noqa: BLE001 - unknown
+            return None
+        if not ready:
+            return None
+        return result if self.path_info(result).members is not None else None
 
     def module_names(self, path: tuple[str, ...]) -> _PathInfo | None:
         """The modules importable under `path` (``()``: top level) as a `_PathInfo`
@@ -593,8 +614,8 @@ class ApiMonitor(Constrainer):
             if path[: len(root)] == root and (best is None or len(root) > len(best[1])):
                 best = (alias, root)
         if best is None:
-            return ".".join(path)
-        return ".".join((best[0], *path[len(best[1]) :]))
+            return dotted(path)
+        return dotted((best[0], *path[len(best[1]) :]))
 
     def _missing_member(self, path: tuple[str, ...], partial: str, char: str, rest: str) -> str:
         info = self.path_info(path)
@@ -692,8 +713,9 @@ class ApiMonitor(Constrainer):
         the user wrote): the offending chain becomes unconstrained and lexing goes on.
         """
         learned: tuple = ()
+        frames: tuple = ()
         if state[0] == _SCOPED:
-            learned, state = state[1], state[2]
+            learned, frames, state = state[1], state[2], state[3]
         roots = self._roots_with(learned)
         violation = -1
         position = 0
@@ -723,8 +745,19 @@ class ApiMonitor(Constrainer):
                     state = (_CODE, "", True)
                 elif char in _INLINE_SPACE:
                     pass
+                elif frames and char in _OPENERS:
+                    frames = (*frames[:-1], (frames[-1][0], frames[-1][1] + 1))
+                    state = FRESH_CODE
+                elif frames and char in _CLOSERS:
+                    result, depth = frames[-1]
+                    if depth > 1:
+                        frames = (*frames[:-1], (result, depth - 1))
+                        state = FRESH_CODE
+                    else:  # the call on a known chain closed: its result's members follow
+                        frames = frames[:-1]
+                        state = (_AFTER, result)
                 elif char in _STATEMENT_END:
-                    state = _LINE_START
+                    state = FRESH_CODE if frames else _LINE_START
                 elif char == "#":
                     state = (_COMMENT,)
                 elif char == "'" or char == '"':
@@ -831,6 +864,13 @@ class ApiMonitor(Constrainer):
                 state = FRESH_CODE
                 continue
             if mode == _AFTER:
+                if char == "(":
+                    result = self._call_result(state[1])
+                    if result is not None:
+                        frames = (*frames, (result, 1))
+                        state = FRESH_CODE
+                        position += 1
+                        continue
                 if char == ".":
                     info = self.path_info(state[1])
                     state = (
@@ -889,7 +929,7 @@ class ApiMonitor(Constrainer):
             if mode == _COMMENT:
                 newline = text.find("\n", position)
                 if newline < 0:
-                    return self._scoped(learned, state), violation
+                    return self._scoped(learned, frames, state), violation
                 state = _LINE_START
                 position = newline + 1
                 continue
@@ -913,7 +953,7 @@ class ApiMonitor(Constrainer):
                 state = FRESH_CODE  # an empty string ended; re-process `char` in code
                 continue
             raise ValueError(f"not an ApiMonitor state: {state!r}")
-        return self._scoped(learned, state), violation
+        return self._scoped(learned, frames, state), violation
 
     # -- fast full-vocabulary masks ------------------------------------------------------------
     def token_mask(self, state, index: TokenIndex) -> np.ndarray:
@@ -929,11 +969,39 @@ class ApiMonitor(Constrainer):
             return None  # open names (a data proxy's) and import statements: the index walks the vocabulary
         if inner[0] == _STMT and inner[1] in ("import", "from"):
             return None
-        return _ApiMasks.of(self, index, state[1] if state[0] == _SCOPED else ()).mask(state)
+        if state[0] != _SCOPED:
+            return _ApiMasks.of(self, index).mask(state)
+        learned, frames = state[1], state[2]
+        masks = _ApiMasks.of(self, index, learned)
+        if not frames:
+            return masks.mask(state)
+        # inside a call on a known chain: as without it, except where a closing bracket
+        # leads on to the call's result (``).ptp``) or a line break is no statement start
+        mask = masks.mask(self._scoped(learned, (), inner)).copy()
+        risky = _frame_risky_ids(index.tables)
+        if len(risky):
+            advance = index.advance
+            mask[risky] = np.fromiter((advance(state, int(t)) is not None for t in risky), dtype=bool, count=len(risky))
+        return mask
 
 
 _IMPORT_WORD = re.compile(r"(?<!\w)(?:import|from)(?!\w)")
 _IMPORT_WORD_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+_FRAME_RISK = re.compile(r"[)\]}][ \t]*\.|(?<!\w)(?:import|from)(?!\w)")
+_FRAME_RISKY_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _frame_risky_ids(tables) -> np.ndarray:
+    """Tokens whose verdict inside an open call can differ from outside it: a closing
+    bracket then a dot, or the words import/from (a line break there starts no statement)."""
+    found = _FRAME_RISKY_IDS.get(tables)
+    if found is None:
+        found = _FRAME_RISKY_IDS[tables] = np.asarray(
+            [i for i, text in enumerate(tables.texts) if tables.ordinary[i] and _FRAME_RISK.search(text)], dtype=np.int64
+        )
+    return found
 
 
 def _import_word_ids(tables) -> np.ndarray:
@@ -1000,7 +1068,7 @@ class _ApiMasks:
 
     def wrap(self, inner):
         """`inner` in this mask set's scope (the state the exact checks start from)."""
-        return (_SCOPED, self.learned, inner) if self.learned else inner
+        return (_SCOPED, self.learned, (), inner) if self.learned else inner
 
     # -- helpers ------------------------------------------------------------------------
     def _exact(self, state, ids: np.ndarray) -> np.ndarray:
