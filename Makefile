@@ -12,11 +12,13 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# torch first, pinned, so that no dependency pulls the multi-GB CUDA build
+# torch's CPU build first, pinned, so that no dependency of the dev extras (transformers)
+# pulls the multi-GB CUDA build; the light core needs no torch
 venv: $(PY)
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
 
-install: venv
+# the light core: the server, the built-in model and the constraints; no torch, no transformers
+install: $(PY)
 	$(PIP) install -q -e .
 
 install-dev: venv
