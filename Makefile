@@ -6,7 +6,10 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 MODEL ?= builtin
 
-.PHONY: venv install install-dev llama-cpp npm demo test test-python bench clean
+.PHONY: venv install install-dev llama-cpp npm demo test test-python bench dist clean
+
+# the one version number (src/adaptrack_lsp/__init__.py); the extension's package.json must agree
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/adaptrack_lsp/__init__.py)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,5 +59,20 @@ bench: install-dev
 	$(PY) benchmarks/kwargs.py
 	$(PY) benchmarks/builtin_model.py
 
+# release artifacts in dist/: the wheel, the sdist, and the VS Code extension carrying the
+# wheel (it sets up a private environment from it: docs/editors.md)
+dist: $(PY) npm
+	@test "$$(node -p "require('./vscode-client/package.json').version")" = "$(VERSION)" || \
+		{ echo "dist: vscode-client/package.json's version is not $(VERSION) (src/adaptrack_lsp/__init__.py)" >&2; exit 1; }
+	$(PIP) install -q "build>=1.2"
+	rm -rf dist vscode-client/server
+	$(PY) -m build --sdist --wheel --outdir dist .
+	rm -rf src/*.egg-info
+	mkdir -p vscode-client/server
+	cp dist/adaptrack_lsp-$(VERSION)-py3-none-any.whl vscode-client/server/
+	npm run package
+	cp vscode-client/dist/adaptrack.vsix dist/adaptrack-$(VERSION).vsix
+	@ls -l dist
+
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info node_modules
+	rm -rf $(VENV) build dist src/*.egg-info node_modules vscode-client/server
