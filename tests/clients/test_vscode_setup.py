@@ -23,8 +23,19 @@ import time
 from pathlib import Path
 
 import pytest
-
-from test_vscode_web import ARTIFACTS, CHROMIUM, CLIENT, EDITOR, REPO, _code_server, _editor_line, _node_dir, free_port, missing_tools, run
+from test_vscode_web import (
+    ARTIFACTS,
+    CHROMIUM,
+    CLIENT,
+    EDITOR,
+    REPO,
+    _code_server,
+    _editor_line,
+    _node_dir,
+    free_port,
+    missing_tools,
+    run,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 SCREENSHOT = ARTIFACTS / "vscode-setup-ghost-text.png"

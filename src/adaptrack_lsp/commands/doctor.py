@@ -63,13 +63,17 @@ def _version(distribution: str) -> str | None:
 
 
 def _size(path) -> int:
+    """Bytes of the files under `path` (a folder another process deletes meanwhile counts what was seen)."""
+    import os
+
     total = 0
-    for item in path.rglob("*"):
-        try:
-            if item.is_file() and not item.is_symlink():
-                total += item.stat().st_size
-        except OSError:
-            pass
+    for root, _dirs, files in os.walk(path):  # errors (a vanished folder) are skipped
+        for name in files:
+            try:
+                stat = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            total += stat.st_size if not os.path.islink(os.path.join(root, name)) else 0
     return total
 
 
@@ -133,7 +137,7 @@ def check_project(settings, workspace: str | None) -> list[Check]:
     except EnvironmentProbeError as error:
         checks.append(Check("project python", FAIL, str(error), "set pythonPath to a working interpreter (or repair that environment)"))
         return checks
-    checks.append(Check("project python", OK, f"{facts.executable} (Python {facts.version}, {how}): its installed versions validate completions"))
+    checks.append(Check("project python", OK, f"{python} (Python {facts.version}, {how}): its installed versions validate completions"))
     return checks
 
 
