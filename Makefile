@@ -58,6 +58,7 @@ bench: install-dev
 	$(PY) benchmarks/map_search.py
 	$(PY) benchmarks/kwargs.py
 	$(PY) benchmarks/builtin_model.py
+	$(PY) benchmarks/core_install.py
 
 # release artifacts in dist/: the wheel, the sdist, and the VS Code extension carrying the
 # wheel (it sets up a private environment from it: docs/editors.md)
