@@ -96,3 +96,23 @@ def test_a_model_needing_a_missing_extra_stops_the_cli_with_one_line(tmp_path, m
     assert run.returncode != 0
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and INSTALL in lines[0] and f"model {model!r}" in lines[0], run.stderr
+
+
+def test_explain_index_and_sample_run_on_the_light_core(tmp_path):
+    """The other commands the core serves, with every extra's package absent."""
+    source = tmp_path / "a.py"
+    source.write_text("import numpy as np\nx = np.")
+    task = Path(__file__).resolve().parents[1] / "data" / "tasks" / "binary.json"
+    env = guarded_env(tmp_path / "imports.log", absent=True)
+    runs = {
+        "explain": [str(source), "--text", "linalg.norm(x)"],
+        "index": ["--package", "json", "-o", str(tmp_path / "json.json")],
+        "sample": ["--task", str(task), "--n", "20"],
+    }
+    for command, args in runs.items():
+        run = subprocess.run([sys.executable, GUARD, command, *args], env=env, capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0, (command, run.stdout, run.stderr)
+        if command == "sample":  # the chi-square test is the eval extra's: named, not failed
+            assert "needs scipy (the eval extra):" in run.stdout and "-m pip install 'adaptrack-lsp[eval]'" in run.stdout
+    assert (tmp_path / "json.json").is_file()
+    assert set((tmp_path / "imports.log").read_text().split()) <= {"scipy"}

@@ -112,9 +112,14 @@ export async function pythonVersion(python: string): Promise<[number, number] | 
   return result.code === 0 && found ? [Number(found[1]), Number(found[2])] : undefined;
 }
 
-/** Whether `python` imports the server (the check `-m adaptrack_lsp serve` needs). */
-export async function hasServer(python: string): Promise<boolean> {
-  const result = await runCommand(python, ['-c', 'import adaptrack_lsp.cli'], { timeoutMs: PROBE_TIMEOUT_MS });
+/** Whether `python` imports the server (the check `-m adaptrack_lsp serve` needs);
+ * `isolated`: without PYTHONPATH, so that only the environment's own packages count. */
+export async function hasServer(python: string, isolated = false): Promise<boolean> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  if (isolated) {
+    delete env.PYTHONPATH;
+  }
+  const result = await runCommand(python, ['-c', 'import adaptrack_lsp.cli'], { timeoutMs: PROBE_TIMEOUT_MS, env });
   return result.code === 0;
 }
 
@@ -132,7 +137,7 @@ export async function envState(env: PrivateEnv, wheel: string): Promise<EnvState
   } catch {
     return 'missing';
   }
-  if (!(await hasServer(env.python))) {
+  if (!(await hasServer(env.python, true))) {
     return 'broken';
   }
   return stamp === path.basename(wheel) ? 'current' : 'outdated';
@@ -232,7 +237,7 @@ export async function setUp(
     const why = pip.error ?? (looksOffline(pip.output) ? 'the package index could not be reached (offline?)' : pip.output.trim().split('\n').slice(-1)[0]);
     throw new SetupError(`installing the server failed: ${why}; once online, run "adaptrack: Set Up Server", or by hand: ${manual}`);
   }
-  if (!(await hasServer(env.python))) {
+  if (!(await hasServer(env.python, true))) {
     throw new SetupError(`the server was installed but does not import in ${env.python}; by hand: ${manual}`);
   }
   fs.writeFileSync(env.stamp, `${path.basename(wheel)}\n`);

@@ -132,10 +132,12 @@ test('set up, current, upgraded by another wheel, broken by deleted files, recre
   assert.equal(await envState(env, second), 'outdated');
   await setUp(env, second, [PYTHON], () => undefined, () => undefined, { upgrade: true, env: await offlineEnv() });
   assert.equal(await envState(env, second), 'current');
-  const installed = execFileSync(env.python, ['-c', 'import adaptrack_lsp; print(adaptrack_lsp.__version__)']).toString().trim();
+  const clean = { ...process.env };
+  delete clean.PYTHONPATH; // the test runner's own sources must not stand in for the environment's
+  const installed = execFileSync(env.python, ['-c', 'import adaptrack_lsp; print(adaptrack_lsp.__version__)'], { env: clean }).toString().trim();
   assert.equal(installed, '0.0.2');
 
-  const site = execFileSync(env.python, ['-c', 'import adaptrack_lsp, os; print(os.path.dirname(adaptrack_lsp.__file__))']).toString().trim();
+  const site = execFileSync(env.python, ['-c', 'import adaptrack_lsp, os; print(os.path.dirname(adaptrack_lsp.__file__))'], { env: clean }).toString().trim();
   fs.rmSync(site, { recursive: true });
   assert.equal(await envState(env, second), 'broken');
   await setUp(env, second, [PYTHON], () => undefined, () => undefined, { env: await offlineEnv() });
