@@ -80,6 +80,8 @@ export class ServerManager implements vscode.Disposable {
   private queue: Promise<unknown> = Promise.resolve();
   /** the setup was offered (or failed) in this window: not offered again until asked for */
   private setupOffered = false;
+  /** upgrading the private environment failed in this window: not tried again until asked for */
+  private upgradeFailed = false;
 
   constructor(
     private readonly log: vscode.LogOutputChannel,
@@ -255,8 +257,12 @@ export class ServerManager implements vscode.Disposable {
       return { interpreter: env.python };
     }
     if (state === 'outdated') {
-      this.log.info(`the server's environment ${env.dir} was set up from another wheel: upgrading it to ${wheel}`);
-      return (await this.runSetUp(wheel, fromExtension, true)) ? { interpreter: env.python } : 'wait';
+      // a failed upgrade is said once; the server already installed keeps running meanwhile
+      if (!this.upgradeFailed) {
+        this.log.info(`the server's environment ${env.dir} was set up from another wheel: upgrading it to ${wheel}`);
+        this.upgradeFailed = !(await this.runSetUp(wheel, fromExtension, true));
+      }
+      return { interpreter: env.python };
     }
     if (state === 'broken') {
       const message = `the server's environment ${env.dir} is broken (its Python does not import adaptrack_lsp: deleted files, or its base Python was removed): recreate it`;
@@ -308,6 +314,7 @@ export class ServerManager implements vscode.Disposable {
         return;
       }
       await this.doStop();
+      this.upgradeFailed = false;
       if (await this.runSetUp(wheel, await pythonExtensionInterpreter(this.log), false)) {
         await this.doStart();
       }
