@@ -73,6 +73,7 @@ dist: $(PY) npm
 	cp dist/adaptrack_lsp-$(VERSION)-py3-none-any.whl vscode-client/server/
 	npm run package
 	cp vscode-client/dist/adaptrack.vsix dist/adaptrack-$(VERSION).vsix
+	rm -rf vscode-client/server
 	@ls -l dist
 
 clean:
