@@ -6,17 +6,22 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 MODEL ?= builtin
 
-.PHONY: venv install install-dev llama-cpp npm demo test test-python bench clean
+.PHONY: venv install install-dev llama-cpp npm demo test test-python bench dist clean
+
+# the one version number (src/adaptrack_lsp/__init__.py); the extension's package.json must agree
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/adaptrack_lsp/__init__.py)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# torch first, pinned, so that no dependency pulls the multi-GB CUDA build
+# torch's CPU build first, pinned, so that no dependency of the dev extras (transformers)
+# pulls the multi-GB CUDA build; the light core needs no torch
 venv: $(PY)
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
 
-install: venv
+# the light core: the server, the built-in model and the constraints; no torch, no transformers
+install: $(PY)
 	$(PIP) install -q -e .
 
 install-dev: venv
@@ -53,6 +58,23 @@ bench: install-dev
 	$(PY) benchmarks/map_search.py
 	$(PY) benchmarks/kwargs.py
 	$(PY) benchmarks/builtin_model.py
+	$(PY) benchmarks/core_install.py
+
+# release artifacts in dist/: the wheel, the sdist, and the VS Code extension carrying the
+# wheel (it sets up a private environment from it: docs/editors.md)
+dist: $(PY) npm
+	@test "$$(node -p "require('./vscode-client/package.json').version")" = "$(VERSION)" || \
+		{ echo "dist: vscode-client/package.json's version is not $(VERSION) (src/adaptrack_lsp/__init__.py)" >&2; exit 1; }
+	$(PIP) install -q "build>=1.2"
+	rm -rf dist vscode-client/server
+	$(PY) -m build --sdist --wheel --outdir dist .
+	rm -rf src/*.egg-info
+	mkdir -p vscode-client/server
+	cp dist/adaptrack_lsp-$(VERSION)-py3-none-any.whl vscode-client/server/
+	npm run package
+	cp vscode-client/dist/adaptrack.vsix dist/adaptrack-$(VERSION).vsix
+	rm -rf vscode-client/server
+	@ls -l dist
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info node_modules
+	rm -rf $(VENV) build dist src/*.egg-info node_modules vscode-client/server

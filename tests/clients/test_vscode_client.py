@@ -95,6 +95,7 @@ def test_vsix_contents_and_manifest(packaged):
         "adaptrack.clearApiKey",
         "adaptrack.restart",
         "adaptrack.setApiKey",
+        "adaptrack.setUpServer",
         "adaptrack.showLogs",
         "adaptrack.toggle",
     }

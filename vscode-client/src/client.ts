@@ -17,7 +17,8 @@ import {
 } from 'vscode-languageclient/node';
 import { PythonExtension } from '@vscode/python-extension';
 
-import { API_KEY_SECRET, apiKeyEnvironment, buildServerLaunch, describeLaunch, resolveInterpreter, ServerLaunch } from './server';
+import { bundledWheel, envState, hasServer, privateEnv, SetupError, setUp } from './bootstrap';
+import { API_KEY_SECRET, apiKeyEnvironment, buildServerLaunch, describeLaunch, FALLBACK_INTERPRETER, resolveInterpreter, ServerLaunch } from './server';
 import { pipeServerStderr } from './serverLog';
 import { ExtensionSettings, PathContext, readSettings, SECTION, toDidChangeConfigurationParams, toInitializationOptions } from './settings';
 import { StatusModel, STATUS_NOTIFICATION } from './status';
@@ -61,16 +62,33 @@ export async function onPythonInterpreterChange(listener: () => void): Promise<v
   }
 }
 
+/** Where the extension may set up the server's private environment (`bootstrap.ts`). */
+export interface BootstrapPlace {
+  /** the extension's global storage folder */
+  storageDir: string;
+  /** the extension's own folder (holds `server/*.whl` in a packaged `.vsix`) */
+  extensionDir: string;
+}
+
+/** What the private environment gives `doStart`: an interpreter, none (use the usual
+ * ones), or `wait` (setup offered, running or failed: the status says which). */
+type PrivateChoice = { interpreter?: string } | 'wait';
+
 export class ServerManager implements vscode.Disposable {
   private client: LanguageClient | undefined;
   /** serialises start/stop/restart so that commands fired in a row do not interleave */
   private queue: Promise<unknown> = Promise.resolve();
+  /** the setup was offered (or failed) in this window: not offered again until asked for */
+  private setupOffered = false;
+  /** upgrading the private environment failed in this window: not tried again until asked for */
+  private upgradeFailed = false;
 
   constructor(
     private readonly log: vscode.LogOutputChannel,
     private readonly status: StatusModel,
     /** where the inference server's API key is kept (`adaptrack: Set Server API Key`) */
     private readonly secrets?: vscode.SecretStorage,
+    private readonly bootstrap?: BootstrapPlace,
   ) {}
 
   get languageClient(): LanguageClient | undefined {
@@ -134,11 +152,17 @@ export class ServerManager implements vscode.Disposable {
       // ask the Python extension only when the setting does not name an interpreter
       const fromSetting =
         resolveInterpreter({ serverInterpreter: settings.serverInterpreter, serverArgs: [], pathContext }).source === 'setting';
+      const fromExtension = fromSetting ? undefined : await pythonExtensionInterpreter(this.log);
+      const privateChoice: PrivateChoice = fromSetting ? {} : await this.privateInterpreter(fromExtension);
+      if (privateChoice === 'wait') {
+        return;
+      }
       const apiKey = await this.secrets?.get(API_KEY_SECRET);
       const launch = buildServerLaunch({
         serverInterpreter: settings.serverInterpreter,
         serverArgs: settings.serverArgs,
-        pythonExtensionInterpreter: fromSetting ? undefined : await pythonExtensionInterpreter(this.log),
+        privateInterpreter: privateChoice.interpreter,
+        pythonExtensionInterpreter: fromExtension,
         pathContext,
         // the key reaches the server only through its environment; the log names the variable, never the key
         secretEnv: apiKeyEnvironment(settings.apiKeyEnv, apiKey),
@@ -214,6 +238,128 @@ export class ServerManager implements vscode.Disposable {
       this.client = undefined;
       await client.dispose().catch(() => undefined);
     }
+  }
+
+  /**
+   * The private environment's interpreter when it is set up and current (an outdated one,
+   * from an earlier extension version, is upgraded first); nothing when there is no wheel
+   * to set it up from or the usual interpreter has the server; else `wait`, after offering
+   * the setup once (one notification, one click) or saying what is broken and how to fix it.
+   */
+  private async privateInterpreter(fromExtension: string | undefined): Promise<PrivateChoice> {
+    const wheel = this.bootstrap && bundledWheel(this.bootstrap.extensionDir);
+    if (!this.bootstrap || !wheel) {
+      return {};
+    }
+    const env = privateEnv(this.bootstrap.storageDir);
+    const state = await envState(env, wheel);
+    if (state === 'current') {
+      return { interpreter: env.python };
+    }
+    if (state === 'outdated') {
+      // a failed upgrade is said once; the server already installed keeps running meanwhile
+      if (!this.upgradeFailed) {
+        this.log.info(`the server's environment ${env.dir} was set up from another wheel: upgrading it to ${wheel}`);
+        this.upgradeFailed = !(await this.runSetUp(wheel, fromExtension, true));
+      }
+      return { interpreter: env.python };
+    }
+    if (state === 'broken') {
+      const message = `the server's environment ${env.dir} is broken (its Python does not import adaptrack_lsp: deleted files, or its base Python was removed): recreate it`;
+      this.log.error(message);
+      this.status.set('error', message);
+      void vscode.window.showErrorMessage(`adaptrack: ${message}.`, 'Recreate', 'Show Logs').then((choice) => {
+        if (choice === 'Recreate') {
+          void this.setUpServer();
+        } else if (choice) {
+          this.log.show();
+        }
+      });
+      return 'wait';
+    }
+    const candidate = fromExtension ?? FALLBACK_INTERPRETER;
+    if (await hasServer(candidate)) {
+      return {};
+    }
+    const missing = `no interpreter with the adaptrack-lsp server (${candidate} has none): run "adaptrack: Set Up Server" or set adaptrack.serverInterpreter`;
+    this.log.info(missing);
+    this.status.set('error', missing);
+    if (!this.setupOffered) {
+      this.setupOffered = true;
+      void vscode.window
+        .showInformationMessage(
+          'adaptrack: set up its language server in a private environment? (from the server wheel in the extension; pip downloads its dependencies, about 150 MB, no torch)',
+          'Set Up',
+          'Not Now',
+        )
+        .then((choice) => {
+          if (choice === 'Set Up') {
+            void this.setUpServer();
+          } else {
+            this.log.info('server setup declined: run "adaptrack: Set Up Server" to set it up later');
+          }
+        });
+    }
+    return 'wait';
+  }
+
+  /** Create (or recreate) the private environment, then start the server from it. */
+  setUpServer(): Promise<void> {
+    return this.enqueue(async () => {
+      const wheel = this.bootstrap && bundledWheel(this.bootstrap.extensionDir);
+      if (!wheel) {
+        const message = 'this build of the extension carries no server wheel: pip install adaptrack-lsp into a Python >= 3.10 and set adaptrack.serverInterpreter to it';
+        this.status.set('error', message);
+        void vscode.window.showErrorMessage(`adaptrack: ${message}`);
+        return;
+      }
+      await this.doStop();
+      this.upgradeFailed = false;
+      if (await this.runSetUp(wheel, await pythonExtensionInterpreter(this.log), false)) {
+        await this.doStart();
+      }
+    });
+  }
+
+  /** One setup run with its progress in the status bar and the log; false (and one
+   * message naming the fix) when it fails.  Never retried by itself. */
+  private async runSetUp(wheel: string, fromExtension: string | undefined, upgrade: boolean): Promise<boolean> {
+    const env = privateEnv(this.bootstrap!.storageDir);
+    this.setupOffered = true;
+    this.status.set('installing', upgrade ? 'upgrading' : 'creating the environment');
+    const started = Date.now();
+    try {
+      await setUp(
+        env,
+        wheel,
+        [fromExtension],
+        (message) => {
+          this.log.info(`setup: ${message}`);
+          this.status.set('installing', message);
+        },
+        (line) => {
+          this.log.info(`setup: ${line}`);
+          const collecting = /^(Collecting|Downloading|Installing collected packages|Successfully installed)\s*(.*)$/.exec(line.trim());
+          if (collecting) {
+            this.status.set('installing', `${collecting[1]} ${collecting[2]}`.trim().slice(0, 80));
+          }
+        },
+        { upgrade },
+      );
+    } catch (error) {
+      const message = error instanceof SetupError ? error.message : `setting up the server failed: ${String(error)}`;
+      this.log.error(message);
+      this.status.set('error', message);
+      void vscode.window.showErrorMessage(`adaptrack: ${message}`, 'Show Logs').then((choice) => {
+        if (choice) {
+          this.log.show();
+        }
+      });
+      return false;
+    }
+    this.log.info(`setup: the server is installed in ${env.dir} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+    this.status.set('starting');
+    return true;
   }
 
   private async doStop(): Promise<void> {

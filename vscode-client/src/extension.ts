@@ -2,7 +2,8 @@
  * Extension entry point.
  *
  * Owns: activation, the output channel, the status bar item, the commands
- * (`adaptrack.restart`, `adaptrack.showLogs`, `adaptrack.toggle`, and
+ * (`adaptrack.restart`, `adaptrack.showLogs`, `adaptrack.toggle`, `adaptrack.setUpServer`
+ * (the server's private environment, `bootstrap.ts`), and
  * `adaptrack.setApiKey` / `adaptrack.clearApiKey`: the inference server's API key in
  * VS Code's secret storage, handed to the server in its environment) and reacting to
  * settings changes (restart for the launch settings, start/stop for `enable`,
@@ -21,6 +22,7 @@ export const COMMANDS = {
   toggle: 'adaptrack.toggle',
   setApiKey: 'adaptrack.setApiKey',
   clearApiKey: 'adaptrack.clearApiKey',
+  setUpServer: 'adaptrack.setUpServer',
 } as const;
 
 /** What `activate` returns: used by the extension-host tests and by other extensions. */
@@ -34,7 +36,10 @@ let manager: ServerManager | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<AdaptrackApi> {
   const log = vscode.window.createOutputChannel('adaptrack', { log: true });
   const status = new StatusModel();
-  manager = new ServerManager(log, status, context.secrets);
+  manager = new ServerManager(log, status, context.secrets, {
+    storageDir: context.globalStorageUri.fsPath,
+    extensionDir: context.extensionUri.fsPath,
+  });
   const server = manager;
   context.subscriptions.push(log, new StatusBar(vscode, status, COMMANDS.showLogs), server);
 
@@ -44,6 +49,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<Adaptr
       await server.restart();
     }),
     vscode.commands.registerCommand(COMMANDS.showLogs, () => log.show()),
+    vscode.commands.registerCommand(COMMANDS.setUpServer, async () => {
+      log.info('server setup requested');
+      await server.setUpServer();
+    }),
     vscode.commands.registerCommand(COMMANDS.setApiKey, async () => {
       const key = await vscode.window.showInputBox({
         title: 'adaptrack: API key of the inference server',

@@ -2,8 +2,8 @@
  * How the language server process is launched.
  *
  * Owns: choosing the interpreter that runs `python -m adaptrack_lsp serve` (the
- * `adaptrack.serverInterpreter` setting, else the Python extension's active interpreter,
- * else `python3`) and the full launch description (command, arguments, cwd, env).  The
+ * `adaptrack.serverInterpreter` setting, else the server's private environment set up by
+ * the extension, else the Python extension's active interpreter, else `python3`) and the full launch description (command, arguments, cwd, env).  The
  * working directory is never the workspace: `python -m` puts it first on `sys.path`, and
  * a workspace `queue.py` or `token.py` would then run inside the server.  No
  * `vscode` import, so the protocol test starts the server exactly as the extension does.
@@ -13,7 +13,7 @@ import { expandPathVariables, PathContext } from './settings';
 export const SERVER_MODULE = 'adaptrack_lsp';
 export const FALLBACK_INTERPRETER = process.platform === 'win32' ? 'python' : 'python3';
 
-export type InterpreterSource = 'setting' | 'python-extension' | 'fallback';
+export type InterpreterSource = 'setting' | 'private-env' | 'python-extension' | 'fallback';
 
 export interface ServerLaunch {
   command: string;
@@ -29,6 +29,8 @@ export interface LaunchInputs {
   serverInterpreter: string | null;
   /** `adaptrack.serverArgs` */
   serverArgs: string[];
+  /** the interpreter of the server's private environment (`bootstrap.ts`), when set up */
+  privateInterpreter?: string | null;
   /** the Python extension's active interpreter, when that extension is installed and has one */
   pythonExtensionInterpreter?: string | null;
   pathContext?: PathContext;
@@ -66,6 +68,10 @@ export function resolveInterpreter(inputs: LaunchInputs): { interpreter: string;
   const expanded = configured ? expandPathVariables(configured, inputs.pathContext).trim() : '';
   if (expanded) {
     return { interpreter: expanded, source: 'setting' };
+  }
+  const fromPrivateEnv = inputs.privateInterpreter?.trim();
+  if (fromPrivateEnv) {
+    return { interpreter: fromPrivateEnv, source: 'private-env' };
   }
   const fromPythonExtension = inputs.pythonExtensionInterpreter?.trim();
   if (fromPythonExtension) {

@@ -8,7 +8,7 @@
  */
 import type * as vscode from 'vscode';
 
-export type ServerState = 'disabled' | 'starting' | 'loading' | 'indexing' | 'ready' | 'degraded' | 'error' | 'stopped';
+export type ServerState = 'disabled' | 'installing' | 'starting' | 'loading' | 'indexing' | 'ready' | 'degraded' | 'error' | 'stopped';
 
 /** Params of the server's `adaptrack/status` notification. */
 export interface StatusNotification {
@@ -125,6 +125,8 @@ export class StatusModel {
         return { text: '$(warning) adaptrack', tooltip: `adaptrack: completions not checked against the installed APIs${detail}`, isError: false };
       case 'error':
         return { text: '$(error) adaptrack', tooltip: `adaptrack: error${detail} (click for logs)`, isError: true };
+      case 'installing':
+        return { text: '$(sync~spin) adaptrack: installing', tooltip: `adaptrack: setting up the server's environment${detail}`, isError: false };
       case 'starting':
         return { text: '$(sync~spin) adaptrack', tooltip: `adaptrack: starting server${detail}`, isError: false };
       case 'disabled':

@@ -46,10 +46,14 @@ M.server_settings = {
 }
 
 M.defaults = {
-  -- interpreter that runs the server: `<python> -m adaptrack_lsp serve`
-  -- (adaptrack-lsp must be installed in it; the analysed project environment is the
-  -- separate `pythonPath` server setting)
-  python = 'python3',
+  -- interpreter that runs the server: `<python> -m adaptrack_lsp serve` (adaptrack-lsp
+  -- must be installed in it; the analysed project environment is the separate
+  -- `pythonPath` server setting).  nil: the environment :AdaptrackInstall made, else the
+  -- `adaptrack-lsp` command on PATH (pipx, uv tool), else python3
+  python = nil,
+  -- what :AdaptrackInstall installs: nil = this plugin's repository (it holds the
+  -- server's sources), else adaptrack-lsp from the package index; or a wheel / folder
+  install_source = nil,
   -- full command; overrides `python` when given
   cmd = nil,
   -- extra arguments after `serve` (for example { '-v', '--log-file', '/tmp/adaptrack.log' })
@@ -136,6 +140,7 @@ end
 
 local option_types = {
   python = 'string',
+  install_source = 'string',
   cmd = 'table|nil',
   server_args = 'table',
   settings = 'table',
@@ -199,18 +204,33 @@ function M.server_cwd()
   return vim.fn.fnamemodify(source, ':p:h')
 end
 
---- The server command: `cmd`, else `<python> -m adaptrack_lsp serve <server_args>`.
+--- The server command and where it came from ('cmd' | 'python' | 'installed' | 'PATH' |
+--- 'fallback'): `cmd`, else `<python> -m adaptrack_lsp serve <server_args>` with the
+--- `python` option, the environment :AdaptrackInstall made, the `adaptrack-lsp` command on
+--- PATH (`adaptrack-lsp serve ...`), or python3.
 function M.server_command(options)
   if options.cmd then
-    return vim.deepcopy(options.cmd)
+    return vim.deepcopy(options.cmd), 'cmd'
   end
-  local python = options.python
-  if python == nil or python == '' then
+  local python, source = options.python, 'python'
+  if python == '' then
     error('adaptrack: option python must name an interpreter (or give cmd)', 0)
+  end
+  if python == nil then
+    local install = require('adaptrack.install')
+    if install.installed() then
+      python, source = install.env_python(), 'installed'
+    elseif vim.fn.executable('adaptrack-lsp') == 1 then
+      local command = { vim.fn.exepath('adaptrack-lsp'), 'serve' }
+      vim.list_extend(command, options.server_args)
+      return command, 'PATH'
+    else
+      python, source = 'python3', 'fallback'
+    end
   end
   local command = { vim.fn.expand(python), '-m', 'adaptrack_lsp', 'serve' }
   vim.list_extend(command, options.server_args)
-  return command
+  return command, source
 end
 
 return M

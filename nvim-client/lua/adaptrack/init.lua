@@ -80,9 +80,10 @@ local function client_config(root)
   capabilities.textDocument.inlineCompletion = { dynamicRegistration = false }
   capabilities.window = capabilities.window or {}
   capabilities.window.workDoneProgress = true
+  local command, source = config.server_command(options)
   return {
     name = M.NAME,
-    cmd = config.server_command(options),
+    cmd = command,
     cmd_cwd = config.server_cwd(),
     root_dir = root,
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
@@ -100,7 +101,9 @@ local function client_config(root)
     end,
     on_exit = function(code, signal)
       vim.schedule(function()
-        if code ~= 0 and status.state ~= 'error' then
+        if code ~= 0 and source == 'fallback' and status.state ~= 'error' then
+          status.set('error', 'no adaptrack-lsp server found (python3 has none): run :AdaptrackInstall, or pipx install adaptrack-lsp; :checkhealth adaptrack')
+        elseif code ~= 0 and status.state ~= 'error' then
           status.set('error', string.format('server exited with code %s (signal %s); see :LspLog', code, signal))
         elseif status.state ~= 'error' then
           status.set('stopped')
@@ -145,7 +148,7 @@ function M.attach(buf)
   if not client or compat.is_stopped(client) then
     id = vim.lsp.start_client(client_config(root))
     if not id then
-      status.set('error', 'could not start ' .. table.concat(config.server_command(options), ' '))
+      status.set('error', 'could not start ' .. table.concat((config.server_command(options)), ' ') .. ' (:checkhealth adaptrack)')
       return nil
     end
     clients_by_root[root] = id
@@ -277,6 +280,20 @@ function M.completefunc(findstart, base)
   return complete.completefunc(findstart, base)
 end
 
+--- Set up the server's private environment (`:AdaptrackInstall`), then start the servers
+--- from it.  `on_done(ok, message)` runs at the end.
+function M.install(on_done)
+  stop_all()
+  return require('adaptrack.install').install(options, function(ok, message)
+    if ok and options then
+      M.restart()
+    end
+    if on_done then
+      on_done(ok, message)
+    end
+  end)
+end
+
 --- Configure and start: `require('adaptrack').setup{ settings = { model = 'builtin' } }`.
 --- The state the last status change left (for `ask_again_when_indexed`).
 local last_state = status.state
@@ -334,6 +351,9 @@ function M.setup(user_options)
   end, { desc = 'adaptrack: ask for a suggestion at the cursor' })
   vim.api.nvim_create_user_command('AdaptrackRestart', M.restart, { desc = 'adaptrack: restart the server' })
   vim.api.nvim_create_user_command('AdaptrackToggle', M.toggle, { desc = 'adaptrack: ghost text on/off' })
+  vim.api.nvim_create_user_command('AdaptrackInstall', function()
+    M.install()
+  end, { desc = "adaptrack: set up the server's private environment (venv + pip)" })
   vim.api.nvim_create_user_command('AdaptrackStatus', function()
     local state, message = M.status()
     vim.notify(string.format('adaptrack: %s%s', state, message ~= '' and (' (' .. message .. ')') or ''))

@@ -78,6 +78,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import sys
+
+    from adaptrack_lsp.extras import MissingExtra, require
+
+    try:  # every run ends in plots (matplotlib)
+        require("eval", "eval", only=("matplotlib",))
+    except MissingExtra as error:
+        print(f"adaptrack-lsp eval: error: {error}", file=sys.stderr)
+        return 2
     from adaptrack_lsp.evaluation.cli import run_eval
 
     return run_eval(args)

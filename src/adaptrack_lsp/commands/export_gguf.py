@@ -41,6 +41,14 @@ def model_folder(model: str) -> str:
 
 
 def run(args) -> int:
+    from adaptrack_lsp.extras import MissingExtra, require
+
+    try:  # reading safetensors weights goes through torch; writing GGUF through gguf
+        require("transformers", "export-gguf", only=("torch", "transformers"))
+        require("llamacpp", "export-gguf", only=("gguf",))
+    except MissingExtra as error:
+        print(f"adaptrack-lsp export-gguf: error: {error}", file=sys.stderr)
+        return 2
     from adaptrack_lsp.completion.lm.base import ModelError
     from adaptrack_lsp.completion.lm.gguf_export import ExportError, export_gguf
 

@@ -358,7 +358,9 @@ def run_task(args, decoder) -> int:
         try:
             test = chi_square(complete_valid, exact)
         except ImportError:
-            print("chi-square against P(s|c): needs scipy (pip install 'adaptrack-lsp[eval]')")
+            from adaptrack_lsp.extras import install_command
+
+            print(f"chi-square against P(s|c): needs scipy (the eval extra): {install_command('eval')}")
         else:
             print(
                 f"chi-square against P(s|c): statistic {test.statistic:.4g}, "

@@ -223,10 +223,36 @@ def vocabulary_from_tokenizer(
     return Vocabulary(token_bytes, eos_ids=sorted(eos_ids), size=size, special_ids=special_ids)
 
 
-def _encode(tokenizer: Any, text: str) -> list[int]:
+def encode_ids(tokenizer: Any, text: str) -> list[int]:
+    """The ids of `text` without special tokens (a HF tokenizer or a `tokenizers.Tokenizer`)."""
     if _backend(tokenizer) is tokenizer:
-        return tokenizer.encode(text, add_special_tokens=False).ids
-    return tokenizer.encode(text, add_special_tokens=False)
+        return list(tokenizer.encode(text, add_special_tokens=False).ids)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def load_fast_tokenizer(folder: str) -> tuple[Any, list[int]]:
+    """(`tokenizers.Tokenizer`, EOS ids its tokenizer_config.json names) from a folder's
+    tokenizer.json, without transformers (the light core's `server` backend)."""
+    import os
+
+    from tokenizers import Tokenizer
+
+    path = os.path.join(folder, "tokenizer.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{folder} has no tokenizer.json (other tokenizer formats need transformers)")
+    tokenizer = Tokenizer.from_file(path)
+    eos_ids: list[int] = []
+    try:
+        with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        config = {}
+    eos = config.get("eos_token") if isinstance(config, dict) else None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    if isinstance(eos, str) and tokenizer.token_to_id(eos) is not None:
+        eos_ids.append(int(tokenizer.token_to_id(eos)))
+    return tokenizer, eos_ids
 
 
 def round_trip_mismatches(tokenizer: Any, vocab: Vocabulary, texts: Sequence[str]) -> list[tuple[str, bytes]]:
@@ -238,7 +264,7 @@ def round_trip_mismatches(tokenizer: Any, vocab: Vocabulary, texts: Sequence[str
     dummy_prefix = adds_dummy_prefix(tokenizer)
     mismatches = []
     for text in texts:
-        got = vocab.decode_bytes(_encode(tokenizer, text))
+        got = vocab.decode_bytes(encode_ids(tokenizer, text))
         expected = text.encode("utf-8")
         if got == expected or (dummy_prefix and got == b" " + expected):
             continue

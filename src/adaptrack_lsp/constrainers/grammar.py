@@ -392,6 +392,12 @@ def compile_grammar(spec: GrammarSpec, vocab: Vocabulary, limits: GrammarLimits 
 
 
 def _compile(spec: GrammarSpec, vocab: Vocabulary, limits: GrammarLimits) -> CompiledGrammar:
+    from adaptrack_lsp.extras import MissingExtra, require
+
+    try:
+        require("grammar", f"{spec.label}: a grammar constraint")
+    except MissingExtra as error:
+        raise GrammarError(str(error)) from None
     if not spec.text.strip():
         raise GrammarError(f"{spec.label}: the grammar is empty")
     if len(spec.text) > MAX_GRAMMAR_CHARS:

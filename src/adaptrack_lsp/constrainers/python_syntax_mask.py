@@ -17,7 +17,9 @@ continued by identifier tokens: their second trie reads the identifier as the re
 name.  At a line start, tokens are grouped by their leading whitespace: each width gives
 the INDENT / DEDENT terminals once.  Tokens containing a newline are checked one by one.
 Every answer equals `PythonSyntax.check` token by token (tests compare masks with the
-brute-force mask).
+brute-force mask).  The constraint hands itself in (`syntax`: its parser, terminals,
+`check` and pending-lexeme paths); this module imports only the lexical vocabulary
+(`python_lexemes`), so the constraint can import it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from adaptrack_lsp.constrainers import python_syntax as ps
+from adaptrack_lsp.constrainers import python_lexemes as lx
 
 
 class _Recorder:
@@ -87,14 +89,14 @@ class SyntaxVocab:
     _lock = threading.Lock()
 
     @classmethod
-    def of(cls, syntax: ps.PythonSyntax, vocab) -> SyntaxVocab:
+    def of(cls, syntax, vocab) -> SyntaxVocab:
         with cls._lock:
             tables = cls._cache.get(vocab)
             if tables is None or tables.table is not syntax.table:
                 tables = cls._cache[vocab] = cls(syntax, vocab)
             return tables
 
-    def __init__(self, syntax: ps.PythonSyntax, vocab):
+    def __init__(self, syntax, vocab):
         from adaptrack_lsp.constrainers.token_index import TokenTables
 
         self.table = syntax.table
@@ -103,8 +105,8 @@ class SyntaxVocab:
         ordinary = TokenTables.of(vocab).ordinary
         self.ordinary = ordinary
         terms = syntax.terms
-        self._openers = {terms.operator[o]: o for o in ps.BRACKETS}
-        self._closers = {terms.operator[c]: ps.CLOSERS[c] for c in ps.CLOSERS}
+        self._openers = {terms.operator[o]: o for o in lx.BRACKETS}
+        self._closers = {terms.operator[c]: lx.CLOSERS[c] for c in lx.CLOSERS}
         #: pending text -> trie of the tokens that continue it (the token set follows from the text)
         self._representatives: dict[str, _Trie] = {}
         self._lock = threading.Lock()
@@ -133,10 +135,10 @@ class SyntaxVocab:
                 line_free[token_id] = True
             else:
                 by_indent[text[: len(text) - len(stripped)]].append(token_id)
-            self._add(syntax, self.code, (), ps._CODE, None, text, token_id)
-            if ps._IDENT_RUN.match(first) or (first > "\x7f" and ("a" + first).isidentifier()):  # as the lexer continues a name
+            self._add(syntax, self.code, (), lx._CODE, None, text, token_id)
+            if lx._IDENT_RUN.match(first) or (first > "\x7f" and ("a" + first).isidentifier()):  # as the lexer continues a name
                 ident_start[token_id] = True
-                self._add(syntax, self.name_continue, (), ps._NAME, _PLAIN_NAME, text, token_id)
+                self._add(syntax, self.name_continue, (), lx._NAME, _PLAIN_NAME, text, token_id)
         self.code.freeze()
         self.name_continue.freeze()
         self.newline_ids = np.asarray(newline, dtype=np.int64)
@@ -150,7 +152,7 @@ class SyntaxVocab:
         self.without_newline = ordinary.copy()
         self.without_newline[self.newline_ids] = False
 
-    def _add(self, syntax: ps.PythonSyntax, trie: _Trie, stacks, mode, data, text: str, token_id: int) -> None:
+    def _add(self, syntax, trie: _Trie, stacks, mode, data, text: str, token_id: int) -> None:
         """Lex `text` from a pending state (no parser) and file the token in `trie`."""
         start = (stacks, mode, data, _UNKNOWN_BRACKETS, ((0, 0),), True)
         state = syntax._run(start, text, None, None, _RECORDER)
@@ -171,7 +173,7 @@ class SyntaxVocab:
         suffix = "".join(reversed(needed))
         trie.add(choices, (suffix, syntax.pending_paths(state[1], state[2])), token_id)
 
-    def representative(self, syntax: ps.PythonSyntax, text: str, ids: np.ndarray) -> _Trie:
+    def representative(self, syntax, text: str, ids: np.ndarray) -> _Trie:
         """The trie of tokens `ids` lexed after `text` (a pending lexeme), cached."""
         with self._lock:
             cached = self._representatives.get(text)
@@ -179,30 +181,30 @@ class SyntaxVocab:
             return cached
         trie = _Trie()
         for token_id in ids.tolist():
-            self._add(syntax, trie, (), ps._CODE, None, text + self.texts[token_id], token_id)
+            self._add(syntax, trie, (), lx._CODE, None, text + self.texts[token_id], token_id)
         trie.freeze()
         with self._lock:
             self._representatives[text] = trie
         return trie
 
 
-def token_mask(syntax: ps.PythonSyntax, state, index) -> np.ndarray | None:
+def token_mask(syntax, state, index) -> np.ndarray | None:
     """bool[vocab.size] for `state` (ordinary tokens only; the index sets EOS), or None
     to let the index walk the vocabulary trie (states where almost nothing is valid)."""
     stacks, mode, data, brackets, indents, content = state
-    if mode == ps._FREE:
+    if mode == lx._FREE:
         return None
-    if mode == ps._BACKSLASH:
+    if mode == lx._BACKSLASH:
         return None  # only a newline may follow: the trie walk stops at once
     tables = SyntaxVocab.of(syntax, index.vocab)
     walker = _Walker(syntax, tables)
     mask = np.zeros(tables.size, dtype=bool)
     parser = syntax.parser
-    if mode == ps._CODE:
+    if mode == lx._CODE:
         walker.walk(tables.code, stacks, brackets, mask)
-    elif mode == ps._COMMENT:
+    elif mode == lx._COMMENT:
         mask |= tables.without_newline
-    elif mode == ps._LINE:
+    elif mode == lx._LINE:
         mask |= tables.line_free
         outcomes: dict[tuple, list[np.ndarray]] = {}
         for indent, ids in tables.by_indent.items():
@@ -215,23 +217,23 @@ def token_mask(syntax: ps.PythonSyntax, state, index) -> np.ndarray | None:
             keep = np.zeros(tables.size, dtype=bool)
             keep[np.concatenate(groups)] = True
             mask |= part & keep
-    elif mode == ps._NAME:
+    elif mode == lx._NAME:
         _name_mask(syntax, tables, walker, state, mask, index)
-    elif mode == ps._OP:
-        continuing = [char for char in tables.by_first if (data + char) in ps._OPERATOR_PREFIXES or (data == "." and char in ps._DIGITS)]
+    elif mode == lx._OP:
+        continuing = [char for char in tables.by_first if (data + char) in lx._OPERATOR_PREFIXES or (data == "." and char in lx._DIGITS)]
         _pending_mask(syntax, tables, walker, state, mask, data, _first_char_ids(tables, continuing), _finish_operator(syntax, stacks, data))
-    elif mode == ps._NUMBER:
-        continuing = [char for char in tables.by_first if ps._number_step(data, char) is not None]
+    elif mode == lx._NUMBER:
+        continuing = [char for char in tables.by_first if lx._number_step(data, char) is not None]
         continues = _first_char_ids(tables, continuing)
         if data in ("e", "E"):  # "1e" + "lse": the name "else" continues after the number
             continues = np.union1d(continues, np.flatnonzero(tables.ident_start))
         finished = None
         if data in ("e", "E"):
             finished = parser.feed(parser.feed(stacks, (syntax.terms.number,)), (syntax.terms.name,))
-        elif data in ps._NUMBER_COMPLETE:
+        elif data in lx._NUMBER_COMPLETE:
             finished = parser.feed(stacks, (syntax.terms.number,))
         _pending_mask(syntax, tables, walker, state, mask, _NUMBER_TEXT[data], continues, finished)
-    elif mode == ps._STRING:
+    elif mode == lx._STRING:
         _string_mask(syntax, tables, walker, state, mask)
     else:
         return None
@@ -246,7 +248,7 @@ def token_mask(syntax: ps.PythonSyntax, state, index) -> np.ndarray | None:
 class _Walker:
     """Walks a token trie with the parser for one mask."""
 
-    def __init__(self, syntax: ps.PythonSyntax, tables: SyntaxVocab):
+    def __init__(self, syntax, tables: SyntaxVocab):
         self.syntax = syntax
         self.feed = syntax.parser.feed
         self._possible: dict = {}
@@ -282,7 +284,7 @@ def _first_char_ids(tables: SyntaxVocab, chars) -> np.ndarray:
     return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
-def _finish_operator(syntax: ps.PythonSyntax, stacks, data: str):
+def _finish_operator(syntax, stacks, data: str):
     """The stacks once a pending operator ends as it is (None when it cannot)."""
     feed = syntax.parser.feed
     operator = syntax.terms.operator
@@ -317,11 +319,11 @@ def _name_mask(syntax, tables: SyntaxVocab, walker: _Walker, state, mask, index)
     # string prefix, each is checked on its own
     walker.walk(tables.name_continue, stacks, brackets, mask)
     leads = set()
-    for word in ps.KEYWORDS | ps.SOFT_KEYWORDS:
+    for word in lx.KEYWORDS | lx.SOFT_KEYWORDS:
         if word.startswith(data) and len(word) > len(data):
             rest = word[len(data) :]
             leads.update(rest[:k] for k in range(1, len(rest) + 1))
-    for prefix in ps.STRING_PREFIXES:
+    for prefix in lx.STRING_PREFIXES:
         if prefix.startswith(data.lower()) and len(prefix) > len(data):
             rest = prefix[len(data) :]
             for k in range(1, len(rest) + 1):
@@ -333,7 +335,7 @@ def _name_mask(syntax, tables: SyntaxVocab, walker: _Walker, state, mask, index)
                 ids = group.get(lead)
                 if ids is not None and ids.size:
                     special.append(ids)
-    quote_start = data.lower() in ps.STRING_PREFIXES
+    quote_start = data.lower() in lx.STRING_PREFIXES
     if quote_start:
         special.extend(tables.by_first[q] for q in ("'", '"') if q in tables.by_first)
     # other tokens end the name
@@ -361,14 +363,14 @@ def _string_mask(syntax, tables: SyntaxVocab, walker: _Walker, state, mask) -> N
     stacks, data, brackets = state[0], state[2], state[3]
     phase, quote, is_bytes, escape, closing = data
     prefix = "b" if is_bytes else ""
-    if phase == ps._OPEN2:  # "" or '': a third quote opens a triple-quoted string
+    if phase == lx._OPEN2:  # "" or '': a third quote opens a triple-quoted string
         continues = tables.by_first.get(quote, np.zeros(0, dtype=np.int64))
         finished = syntax.parser.feed(stacks, (syntax.terms.string,))
         _pending_mask(syntax, tables, walker, state, mask, prefix + quote * 2, continues, finished)
         return
-    if phase == ps._OPEN1:
+    if phase == lx._OPEN1:
         representative = prefix + quote
-    elif phase == ps._BODY:
+    elif phase == lx._BODY:
         representative = prefix + quote + "a" + ("\\" if escape else "")
     else:
         representative = prefix + quote * 3 + "a" + ("\\" if escape else "") + quote * closing
@@ -376,7 +378,7 @@ def _string_mask(syntax, tables: SyntaxVocab, walker: _Walker, state, mask) -> N
     interacting = contains[quote] | contains["\\"]
     if is_bytes:
         interacting = interacting | tables.non_ascii
-    if phase == ps._OPEN1 or closing:
+    if phase == lx._OPEN1 or closing:
         interacting = interacting.copy()
         if quote in tables.by_first:
             interacting[tables.by_first[quote]] = True

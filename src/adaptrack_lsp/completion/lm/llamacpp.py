@@ -53,11 +53,8 @@ from adaptrack_lsp.completion.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
-#: how to get llama-cpp-python when it is missing
-INSTALL_FIX = (
-    "install llama-cpp-python (`pip install 'adaptrack-lsp[llamacpp]'`, which compiles llama.cpp; "
-    "`.ci/install-llama-cpp` builds and caches the wheel), or use backend transformers"
-)
+#: after the install command when llama-cpp-python is missing
+INSTALL_NOTE = "(compiles llama.cpp: minutes), or use backend transformers or server"
 #: tokens of context (prompt + path) unless the GGUF's training context is shorter
 DEFAULT_CONTEXT = 4096
 #: KV cells beyond the context, for the branches of a decode's prefix tree
@@ -91,10 +88,17 @@ def llama_cpp_module():
     with _lock:
         if _llama is not None:
             return _llama
+        from adaptrack_lsp.extras import install_command, present
+
+        if not present("llama_cpp"):
+            raise ModelError(
+                f"the llamacpp backend needs the llamacpp extra (llama-cpp-python not installed): "
+                f"{install_command('llamacpp')} {INSTALL_NOTE}"
+            )
         try:
             import llama_cpp
-        except ImportError as error:
-            raise ModelError(f"the llamacpp backend needs llama-cpp-python ({error}); {INSTALL_FIX}") from error
+        except ImportError as error:  # installed but broken (a wheel for another Python, ...)
+            raise ModelError(f"llama-cpp-python is installed but cannot be imported ({error}): reinstall it with {install_command('llamacpp')}") from error
         levels = {1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.DEBUG}
         state = {"level": logging.DEBUG}
 

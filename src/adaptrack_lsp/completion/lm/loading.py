@@ -6,7 +6,8 @@ KV-cache path as the `kvCache` setting chooses.
 
 `BACKENDS` maps a backend name to the function that loads a model from `Settings`
 (adding an engine is one module and one line there); `load_for_settings` picks one.
-torch and transformers are imported only when a transformers model loads.
+torch and transformers are imported only when a transformers model loads; without them
+(the light core) such a model stops with the `transformers` extra's install command.
 """
 
 from __future__ import annotations
@@ -109,13 +110,18 @@ def _load_transformers_model(
     threads: int | None,
     **options: Any,
 ):
+    from adaptrack_lsp.extras import MissingExtra, require
+
+    try:  # the light core has no torch: say which extra to install, before any import fails
+        require("transformers", f"model {name_or_path!r}")
+    except MissingExtra as error:
+        raise ModelError(str(error)) from None
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from adaptrack_lsp.completion.lm.hf import (
         OFFLINE_FIX,
         ROUND_TRIP_TEXTS,
         HFLanguageModel,
-        ModelError,
         _choose_cpu_threads,
         _hub_snapshot,
         _offline,

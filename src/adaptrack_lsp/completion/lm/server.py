@@ -72,6 +72,7 @@ import numpy as np
 
 from adaptrack_lsp.completion.decoding import BudgetExceeded
 from adaptrack_lsp.completion.lm.base import EngineUnavailable, ModelError, PartialLanguageModel, PromptInfo, TopK
+from adaptrack_lsp.completion.tokenizer_bytes import encode_ids
 from adaptrack_lsp.completion.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -1074,7 +1075,7 @@ class ServerLanguageModel(PartialLanguageModel):
         return values
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return encode_ids(self.tokenizer, text)
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -1145,22 +1146,33 @@ def _ids(value: Any) -> list[int]:
 def load_tokenizer(name_or_path: str):
     """(tokenizer, vocabulary) from a tokenizer folder or hub id; the vocabulary has the
     model's logits width and EOS ids when the folder holds config.json /
-    generation_config.json."""
-    from transformers import AutoTokenizer
-
-    from adaptrack_lsp.completion.tokenizer_bytes import round_trip_mismatches, vocabulary_from_tokenizer
+    generation_config.json.  Without transformers (the light core) the folder's
+    tokenizer.json is read with `tokenizers` alone."""
+    from adaptrack_lsp.completion.tokenizer_bytes import (
+        load_fast_tokenizer,
+        round_trip_mismatches,
+        vocabulary_from_tokenizer,
+    )
+    from adaptrack_lsp.extras import install_command, present
 
     folder = resolve_tokenizer_source(name_or_path)
+    config_eos: list[int] = []
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        if present("transformers"):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        else:
+            tokenizer, config_eos = load_fast_tokenizer(folder)
     except Exception as error:
-        raise ModelError(f"cannot load the tokenizer in {folder}: {type(error).__name__}: {error}") from error
+        fix = "" if present("transformers") else f"; for tokenizers without a tokenizer.json: {install_command('transformers')}"
+        raise ModelError(f"cannot load the tokenizer in {folder}: {type(error).__name__}: {error}{fix}") from error
     config = _folder_json(folder, "config.json")
     text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     generation = _folder_json(folder, "generation_config.json")
     logits = text_config.get("vocab_size")
-    count = len(tokenizer)
-    extra_eos = _ids(text_config.get("eos_token_id")) + _ids(generation.get("eos_token_id"))
+    count = len(tokenizer) if hasattr(tokenizer, "__len__") else tokenizer.get_vocab_size(with_added_tokens=True)
+    extra_eos = _ids(text_config.get("eos_token_id")) + _ids(generation.get("eos_token_id")) + config_eos
     try:
         vocab = vocabulary_from_tokenizer(
             tokenizer, logits_size=logits if isinstance(logits, int) and logits >= count else None, extra_eos_ids=extra_eos

@@ -163,7 +163,15 @@ def _build_tiny(folder: Path) -> None:
 
 
 def tiny_model_path() -> Path:
-    """Folder of the built-in tiny model (built on first use, < a minute)."""
+    """Folder of the built-in tiny model (built on first use, < a minute; needs the
+    transformers extra: ModelError naming its install command otherwise)."""
+    from adaptrack_lsp.completion.lm.base import ModelError
+    from adaptrack_lsp.extras import MissingExtra, require
+
+    try:
+        require("transformers", "model 'tiny'")
+    except MissingExtra as error:
+        raise ModelError(str(error)) from None
     return cached_build(recipe_key("tiny", TINY_RECIPE, with_torch=True), _build_tiny, marker="adaptrack-recipe.json")
 
 

@@ -65,7 +65,7 @@ test('trustRemoteCode can only be enabled in user settings; executables are rest
 
 test('commands, activation, engine and entry point', () => {
   const commands = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
-  assert.deepEqual(commands, ['adaptrack.clearApiKey', 'adaptrack.restart', 'adaptrack.setApiKey', 'adaptrack.showLogs', 'adaptrack.toggle']);
+  assert.deepEqual(commands, ['adaptrack.clearApiKey', 'adaptrack.restart', 'adaptrack.setApiKey', 'adaptrack.setUpServer', 'adaptrack.showLogs', 'adaptrack.toggle']);
   assert.deepEqual(manifest.activationEvents, ['onLanguage:python']);
   assert.equal(manifest.main, './dist/extension.js');
   const client = JSON.parse(fs.readFileSync(findPackage('vscode-languageclient'), 'utf8'));
