@@ -341,6 +341,7 @@ class ApiMonitor(Constrainer):
             if names is not None and not path:
                 names = frozenset(names) | self.local_modules
             info = self._paths[key] = _PathInfo(None if names is None else {n: Member(n, "module") for n in names})
+            info.private_open = False  # a module listing names private modules too
         return info if info.members is not None else None
 
     def import_names(self, module: tuple[str, ...]) -> _PathInfo | None:
@@ -399,10 +400,10 @@ class ApiMonitor(Constrainer):
                     info = self.module_names(module)
                     if info is None:
                         return with_(partial=extended, checked=False), True, None
-                    if extended not in info.prefixes and not (extended[:1] == "_" and not module):
+                    if extended not in info.prefixes:
                         return None, False, None
                 return with_(partial=extended), True, None
-            complete = not checked or partial[:1] == "_" and not module or self._module_complete(module, partial)
+            complete = not checked or self._module_complete(module, partial)
             if char in _INLINE_SPACE:
                 if not partial:
                     return (state if not module else with_(stage=_I_FREE)), True, None
@@ -965,10 +966,12 @@ class ApiMonitor(Constrainer):
         one by one), so the cost does not grow with the vocabulary.
         """
         inner = _inner(state)
-        if inner[0] in (_VALUE, _IMPORT) or (inner[0] == _MEMBER and self.path_info(inner[1]).open_values):
-            return None  # open names (a data proxy's) and import statements: the index walks the vocabulary
+        if inner[0] == _VALUE or (inner[0] == _MEMBER and self.path_info(inner[1]).open_values):
+            return None  # open names (a data proxy's): the index walks the vocabulary
+        if inner[0] == _IMPORT:
+            return _ImportMasks.of(self, index).mask(inner, state)
         if inner[0] == _STMT and inner[1] in ("import", "from"):
-            return None
+            return _ImportMasks.of(self, index).after_keyword(state)
         if state[0] != _SCOPED:
             return _ApiMasks.of(self, index).mask(state)
         learned, frames = state[1], state[2]
@@ -1295,3 +1298,176 @@ class _ApiMasks:
         rests = table.rest_of
         for token_id in ids:
             mask[token_id] = check(state, rests[int(token_id)]) is not None
+
+
+class _ImportTables:
+    """Per-vocabulary groups for import-statement masks: tokens split into leading
+    spaces, a leading identifier run and the rest; and the tokens whose verdict can
+    change after the point they start at (``,``, a line break, ``;``, the words import
+    and from)."""
+
+    _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, tables) -> _ImportTables:
+        found = cls._cache.get(tables)
+        if found is None:
+            found = cls._cache[tables] = cls(tables)
+        return found
+
+    def __init__(self, tables):
+        from adaptrack_lsp.constrainers.token_index import LeadTable
+
+        split = re.compile(r"([ \t]*)(\w*)(.*)", re.S).match
+        spaced_pure, spaced_free, spaced_check = {}, {}, {}
+        spaced_lead, plain_lead, space_only, spaced_other, other = [], [], [], [], []
+        other_first: dict[str, list[int]] = {}
+        spaced_other_first: dict[str, list[int]] = {}
+        risky = []
+        for token_id, text in enumerate(tables.texts):
+            if not tables.ordinary[token_id]:
+                continue
+            if any(c in text for c in ",\n\r;"):
+                risky.append(token_id)
+            spaces, lead, rest = split(text).groups()
+            if spaces:
+                if lead:
+                    spaced_lead.append(token_id)
+                    group = spaced_pure if not rest else spaced_check if _DOT_REST.match(rest) else spaced_free
+                    group.setdefault(lead, []).append(token_id)
+                elif rest:
+                    spaced_other.append(token_id)
+                    spaced_other_first.setdefault(rest[0], []).append(token_id)
+                else:
+                    space_only.append(token_id)
+            elif lead:
+                plain_lead.append(token_id)
+            else:
+                other.append(token_id)
+                other_first.setdefault(text[0], []).append(token_id)
+        self.spaced = LeadTable()
+        self.spaced._finish(spaced_pure, spaced_free, spaced_check)
+        ids = lambda values: np.asarray(values, dtype=np.int64)
+        self.spaced_lead_ids, self.plain_lead_ids = ids(spaced_lead), ids(plain_lead)
+        self.space_only_ids, self.spaced_other_ids, self.other_ids = ids(space_only), ids(spaced_other), ids(other)
+        self.other_first = {k: ids(v) for k, v in other_first.items()}
+        self.spaced_other_first = {k: ids(v) for k, v in spaced_other_first.items()}
+        self.risky_ids = np.union1d(ids(risky), _import_word_ids(tables))
+
+    def first_in(self, chars: str, spaced: bool) -> np.ndarray:
+        table = self.spaced_other_first if spaced else self.other_first
+        found = [table[c] for c in chars if c in table]
+        return np.concatenate(found) if found else _NO_IDS
+
+
+_DOT_REST = re.compile(r"[ \t]*\.")
+
+
+class _ImportMasks:
+    """Full-vocabulary masks inside import statements without walking the vocabulary:
+    identifier runs are matched against the importable names by prefix (the member
+    tables' way), every other token takes the verdict of a few cheap rules, and the
+    tokens those rules cannot decide (listed by `_ImportTables`: they reach a later
+    checked position) are checked one by one.  Exact: equal to checking every token."""
+
+    def __init__(self, monitor: ApiMonitor, index: TokenIndex):
+        self.monitor = monitor
+        self.index = index
+        self.tables = index.tables
+        self.imports = _ImportTables.of(index.tables)
+
+    @classmethod
+    def of(cls, monitor: ApiMonitor, index: TokenIndex) -> _ImportMasks:
+        key = ("imports", id(monitor))
+        found = index.plan_cache.get(key)
+        if found is None or found.monitor is not monitor:
+            found = index.plan_cache[key] = cls(monitor, index)
+        return found
+
+    def _exact(self, mask, state, ids) -> None:
+        if len(ids):
+            advance = self.index.advance
+            mask[ids] = np.fromiter((advance(state, int(t)) is not None for t in ids), dtype=bool, count=len(ids))
+
+    def after_keyword(self, state) -> np.ndarray:
+        """The first word of a statement is ``import`` or ``from``, not ended yet."""
+        mask = self.tables.ordinary.copy()
+        imports = self.imports
+        # a token continuing the word makes another word (code); one ending it opens the
+        # statement: only those whose text goes on past the spaces can be rejected
+        ends = [imports.spaced_lead_ids, imports.other_ids, imports.spaced_other_ids, imports.risky_ids]
+        # a longer word is code: only an alias it might spell can be checked there
+        word = _inner(state)[1]
+        roots = self.monitor._roots_with(state[1] if state[0] == _SCOPED else ())
+        main = self.tables.main
+        for root in roots:
+            if root.startswith(word) and len(root) > len(word):
+                ends += [ids for ids in (main.mixed_free_ids_by_lead.get(root[len(word):]), main.mixed_check_ids_by_lead.get(root[len(word):])) if ids is not None]
+        self._exact(mask, state, np.unique(np.concatenate(ends)))
+        return mask
+
+    def mask(self, inner, state) -> np.ndarray:
+        _, kind, module, partial, stage, paren, checked, _ = inner
+        tables, imports = self.tables, self.imports
+        mask = tables.ordinary.copy()
+        exact = [imports.risky_ids]
+        if stage == _I_WORD and kind == "from" and partial == "import":
+            # the keyword is whole: a token that ends it starts the imported names
+            following = (_IMPORT, kind, module, "", _I_NAMES, paren, True, None)
+            mask = self.mask(following, (*state[:3], following) if state[0] == _SCOPED else following).copy()
+            mask[imports.plain_lead_ids] = True  # the word goes on ("imports"): not the keyword
+            self._exact(mask, state, np.intersect1d(imports.plain_lead_ids, imports.risky_ids))
+            return mask
+        if stage in (_I_WORD, _I_NAME_WORD):
+            keyword = "as" if stage == _I_NAME_WORD or kind == "import" else "import"
+            if keyword.startswith(partial) and len(keyword) > len(partial):
+                rest = keyword[len(partial):]
+                exact += [found for found in (tables.main.mixed_free_ids_by_lead.get(rest), tables.main.mixed_check_ids_by_lead.get(rest)) if found is not None]
+        elif stage in (_I_MODULE, _I_NAMES):
+            monitor = self.monitor
+            info = None
+            if checked:
+                info = monitor.module_names(module) if stage == _I_MODULE else monitor.import_names(module)
+            at_start = stage == _I_NAMES or not module
+            if partial:
+                complete = info is None or partial in info.members or (partial[:1] == "_" and info.private_open)
+                self._identifiers(mask, exact, info, partial, imports.plain_lead_ids, tables.main)
+                for ids in (imports.spaced_lead_ids, imports.space_only_ids, imports.spaced_other_ids, imports.other_ids):
+                    if not complete:
+                        mask[ids] = False
+                if complete and stage == _I_MODULE:
+                    exact.append(tables.dot.ids)  # "." goes on to the next module name
+            else:
+                self._identifiers(mask, exact, info, "", imports.plain_lead_ids, tables.main)
+                if at_start:  # spaces are skipped before the name
+                    self._identifiers(mask, exact, info, "", imports.spaced_lead_ids, imports.spaced)
+                    # a first character that keeps the statement's names checked: decide one by one
+                    keep = "(,*)\n\r" if stage == _I_NAMES else ",\n\r;"
+                    exact += [imports.first_in(keep, False), imports.first_in(keep, True)]
+        exact = [ids for ids in exact if len(ids)]
+        if exact:
+            self._exact(mask, state, np.unique(np.concatenate(exact)))
+        return mask
+
+    def _identifiers(self, mask, exact, info: _PathInfo | None, partial: str, lead_ids, table) -> None:
+        """Tokens of `table` whose identifier run continues a checked name from
+        `partial`: a prefix of a name is valid, a completed name followed by more text is
+        checked one by one, anything else is rejected (private names the answer does not
+        list are not checked)."""
+        if info is None:  # an unchecked name: whatever follows it is decided by the rules
+            mask[lead_ids] = True
+            return
+        mask[lead_ids] = False
+        pure, free, check = _ApiMasks._groups(table, info, partial)
+        mask[pure] = True
+        exact += [free, check]
+        if not partial:  # a digit cannot start a name: the statement is not checked further
+            for group in (table.pure_ids_by_lead, table.mixed_free_ids_by_lead, table.mixed_check_ids_by_lead):
+                for lead, ids in group.items():
+                    if lead[:1].isdigit() or not _is_identifier_start(lead[:1]):
+                        mask[ids] = True
+        if not partial and info.private_open:  # _names the answer does not list: unchecked
+            for lead, ids in table.pure_ids_by_lead.items():
+                if lead[:1] == "_":
+                    mask[ids] = True
+            exact += [ids for lead, ids in (*table.mixed_free_ids_by_lead.items(), *table.mixed_check_ids_by_lead.items()) if lead[:1] == "_"]
