@@ -381,7 +381,7 @@ def test_after_from_numpy_import_the_list_offers_only_names_that_exist(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "adaptrack_lsp", "complete", f"{source}:1:19", "--model", "tiny", "--python", sys.executable,
-         "--samples", "6", "--max-new-tokens", "4", "--json"],
+         "--samples", "6", "--max-new-tokens", "4", "--timeout-ms", "120000", "--json"],
         capture_output=True, text=True, timeout=600, env=env,
     )
     assert done.returncode == 0, done.stderr

@@ -747,6 +747,43 @@ class JediIndex(APIIndex):
 
     # ------------------------------------------------------------------ lookups
 
+    def _entry_for(self, path: tuple[str, ...]) -> dict:
+        """The loaded disk cache of `path`'s package (see `_disk_entry`)."""
+        root_file = None
+        if path[0] not in self._disk:
+            root_file = next(iter(module_location(path[:1], self._sys_path)), None)
+        return self._disk_entry(path[0], root_file)
+
+    @staticmethod
+    def _cached_members(entry: dict, key: str) -> tuple[bool, dict[str, Member] | None]:
+        """(found, members) for a cached answer whose module files did not change."""
+        cached = entry["paths"].get(key)
+        if cached is None or not stamps_match(cached.get("files")):
+            return False, None
+        raw = cached.get("members")
+        return True, ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None)
+
+    def _remember(self, path, entry, key, members, via, stamps, signatures: dict[str, Signature | None]) -> None:
+        """Keep an answer (and the signatures of the path's callable members) in memory
+        and on disk."""
+        entry["paths"][key] = {
+            "via": via,
+            "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
+            "files": stamps,
+        }
+        signature_keys = []
+        for name, signature in signatures.items():
+            call = (*path, name, CALL)
+            entry["signatures"][dotted(call)] = {
+                "via": "runtime",
+                "signature": signature.to_list() if signature is not None else None,
+                "files": stamps,
+            }
+            signature_keys.append(dotted(call))
+            with self._lock:
+                self._signatures.setdefault(call, signature)
+        self._save(path[0], entry, key, signature_keys)
+
     def _lookup_modules(self, path: tuple[str, ...]) -> tuple[frozenset[str] | None, bool]:
         """(importable module names under `path`, definitive); runs on the background
         thread.  Only the runtime can say what imports (module ``__getattr__`` loaders,
@@ -775,42 +812,23 @@ class JediIndex(APIIndex):
         if not self._ensure_facts() or not self.runtime_introspection:
             return None, True
         callee = path[:-1]
-        root_file = None
-        if path[0] not in self._disk:
-            root_file = next(iter(module_location(path[:1], self._sys_path)), None)
-        entry = self._disk_entry(path[0], root_file)
-        key = ".".join(path)
-        cached = entry["paths"].get(key)
-        if cached is not None and stamps_match(cached.get("files")):
-            raw = cached.get("members")
-            return ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None), True
+        entry, key = self._entry_for(path), ".".join(path)
+        found, members = self._cached_members(entry, key)
+        if found:
+            return members, True
         stamps = module_stamps(callee, self._sys_path)
         introspector = self._introspection()
         answer = introspector.members(path, timeout_s=self.runtime_timeout_s, signatures=True)
-        target = path
         if answer.members is None and not answer.transient and "not known" in (answer.error or ""):
             self._ensure_environment()
             result = self._result_type(callee)
             if result is not None and result != callee:
-                target = (*result, CALL)
-                answer = introspector.members(target, timeout_s=self.runtime_timeout_s, signatures=True)
+                answer = introspector.members((*result, CALL), timeout_s=self.runtime_timeout_s, signatures=True)
         if answer.transient:
             return None, False
         members = dict(answer.members) if answer.members is not None else None
-        entry["paths"][key] = {
-            "via": "runtime",
-            "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
-            "files": stamps,
-        }
-        signature_keys = []
-        for name, items in (answer.signatures or {}).items():
-            call = (*path, name, CALL)
-            signature = _signature_or_none(items)
-            entry["signatures"][dotted(call)] = {"via": "runtime", "signature": items if signature is not None else None, "files": stamps}
-            signature_keys.append(dotted(call))
-            with self._lock:
-                self._signatures.setdefault(call, signature)
-        self._save(path[0], entry, key, signature_keys)
+        signatures = {name: _signature_or_none(items) for name, items in (answer.signatures or {}).items()}
+        self._remember(path, entry, key, members, "runtime", stamps, signatures)
         return members, True
 
     def _lookup(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
@@ -819,15 +837,10 @@ class JediIndex(APIIndex):
             return self._lookup_instance(path)
         if not self._ensure_facts():
             return None, True  # the interpreter does not answer: unconstrained, `problem` says why
-        root_file = None
-        if path[0] not in self._disk:
-            root_file = next(iter(module_location(path[:1], self._sys_path)), None)
-        entry = self._disk_entry(path[0], root_file)
-        key = ".".join(path)
-        cached = entry["paths"].get(key)
-        if cached is not None and stamps_match(cached.get("files")):
-            raw = cached.get("members")
-            return ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None), True
+        entry, key = self._entry_for(path), ".".join(path)
+        found, members = self._cached_members(entry, key)
+        if found:
+            return members, True
 
         stamps = module_stamps(path, self._sys_path)  # before computing: a later edit is seen next time
         self._ensure_environment()
@@ -850,23 +863,7 @@ class JediIndex(APIIndex):
             # else: the import fails at runtime but jedi saw members: jedi's answer stands
         elif not members:
             return None, False  # jedi sees nothing and there is no runtime check: unknown
-        entry["paths"][key] = {
-            "via": via,
-            "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
-            "files": stamps,
-        }
-        signature_keys = []
-        for name, signature in found_signatures.items():
-            call = (*path, name, CALL)
-            entry["signatures"][dotted(call)] = {
-                "via": "runtime",
-                "signature": signature.to_list() if signature is not None else None,
-                "files": stamps,
-            }
-            signature_keys.append(dotted(call))
-            with self._lock:
-                self._signatures.setdefault(call, signature)
-        self._save(path[0], entry, key, signature_keys)
+        self._remember(path, entry, key, members, via, stamps, found_signatures)
         return members, True
 
     def _lookup_signature(self, key: tuple[str, ...]) -> tuple[Signature | None, bool]:
