@@ -169,6 +169,8 @@ def run(
     counters["index_seconds"] = index.work_seconds() if index is not None else 0.0
     counters["prompt_tokens"] = len(plan.prompt_ids)
     counters["prompt_tokens_reused"] = result.prompt_reused
+    # mask time per constraint part (the rest of constraint_seconds: transitions, lazy checks)
+    counters["constraint_part_seconds"] = dict(getattr(constraint, "part_seconds", {}))
     return CompletionResult(
         candidates=candidates,
         counters=counters,
@@ -240,9 +242,11 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
     with host.lock:
         host.require_ready()
         lm = host.model
+        started = time.perf_counter()
         plan = host.prompt_builder(settings, heal=constrained).build(
             request.text, request.offset, multiline=settings.multiline, typed_word=request.typed_word
         )
+        planned = time.perf_counter()
         constraint = token_constraint(
             lm.vocab,
             index=view,
@@ -256,6 +260,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             syntax=constrained and settings.syntax_constraint,
             suffix=request.text[request.offset :],
         )
+        built = time.perf_counter()
         if request.mode == "inline" and settings.temperature <= 0.0:
             temperature, samples = 0.0, 1
         elif request.mode == "inline":
@@ -272,6 +277,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             stop=_stop_at_equals if keyword_choices else plan.stop,
             cancelled=control.should_stop,
             cache_key=request.document,
+            batch_siblings=True,
         )
         try:
             result = decoder_for(decoder_name, settings).decode(lm, constraint, decode_request)
@@ -280,6 +286,8 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             if reason == INDEX_PENDING:
                 return None
             raise CompletionCancelled(reason or "cancelled") from None
+    result.counters.prompt_seconds = planned - started
+    result.counters.constraint_setup_seconds = built - planned
     return result, plan, constraint
 
 
