@@ -79,6 +79,7 @@ class StdioPeer:
             if "method" in message and "id" in message:
                 self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
             elif "method" in message:
+                message["received"] = received  # time.perf_counter() when read
                 self.notifications.put(message)
             else:
                 with self.lock:

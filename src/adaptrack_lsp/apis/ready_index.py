@@ -7,25 +7,38 @@ starts the lookup of anything else in the background,
 answers "unknown" for it and records it in `pending`.  The caller stops the decode as
 soon as `pending` is not empty (see `completion.pipeline.run`), waits for or reports
 the pending paths, and decodes again once they are ready.
+
+`answer_now` (ghost text): a path not computed yet is answered as having no members
+(nothing may follow it after a ``.``) and a call whose signature is not computed yet as
+taking no keyword, instead of "unknown": the decode goes on without them and never
+writes an unchecked member; the paths are still looked up and listed in `pending`, so
+the caller can say what is being indexed and answer better once they are ready.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from adaptrack_lsp.apis.index import APIIndex, Member, Signature
+
+#: `answer_now`: the members of a path not computed yet, and the signature of such a call
+NO_MEMBERS: Mapping[str, Member] = MappingProxyType({})
+NO_KEYWORDS = Signature(())
 
 
 class ReadyOnlyIndex(APIIndex):
     """What `index` has ready now; the rest is unknown and listed in `pending`."""
 
-    def __init__(self, index: APIIndex, unknown=()):
+    def __init__(self, index: APIIndex, unknown=(), answer_now: bool = False):
         """`unknown`: paths answered "unknown" without being listed as pending (the
-        caller gave up waiting for them)."""
+        caller gave up waiting for them).  `answer_now`: paths not computed yet count as
+        having no members, calls as taking no keyword (see the module docstring)."""
         self.index = index
         self.source = index.source
         self.unknown = frozenset(tuple(p) for p in unknown)
+        self.answer_now = bool(answer_now)
         self.pending: list[tuple[str, ...]] = []
         self._lock = threading.Lock()
 
@@ -39,7 +52,7 @@ class ReadyOnlyIndex(APIIndex):
         with self._lock:
             if path not in self.pending:
                 self.pending.append(path)
-        return None
+        return NO_MEMBERS if self.answer_now else None
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
         """The signature of call `key` when ready; else unknown, and `key` is pending."""
@@ -52,7 +65,7 @@ class ReadyOnlyIndex(APIIndex):
         with self._lock:
             if key not in self.pending:
                 self.pending.append(key)
-        return None
+        return NO_KEYWORDS if self.answer_now else None
 
     def has_pending(self) -> bool:
         """Whether some answer was not ready (the decode should stop)."""
@@ -69,6 +82,9 @@ class ReadyOnlyIndex(APIIndex):
 
     def work_seconds(self) -> float:
         return self.index.work_seconds()
+
+    def progress(self, root: str) -> tuple[int, int] | None:
+        return self.index.progress(root)
 
     def packages(self) -> dict[str, str]:
         return self.index.packages()

@@ -67,6 +67,8 @@ class CompletionRequest:
     import_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: the API index paths the completion needs before decoding (`cursor_paths`)
     needed_paths: tuple[tuple[str, ...], ...] = ()
+    #: the part of them that is the attribute chain at the cursor (`chain_paths`)
+    chain_paths: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def build(
@@ -86,6 +88,7 @@ class CompletionRequest:
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
         roots = document_roots(text)
+        line_prefix = text[line_start:offset]
         return cls(
             text=text,
             offset=offset,
@@ -98,10 +101,11 @@ class CompletionRequest:
             import_roots=roots,
             needed_paths=tuple(
                 dict.fromkeys(
-                    cursor_paths(text[line_start:offset], roots)
+                    cursor_paths(line_prefix, roots)
                     + (open_call_paths(text, offset, roots) if (settings or Settings()).keyword_arguments else ())
                 )
             ),
+            chain_paths=chain_paths(line_prefix, roots),
         )
 
     @property
@@ -109,6 +113,13 @@ class CompletionRequest:
         """The cursor line up to the cursor."""
         line_start = max(self.text.rfind("\n", 0, self.offset), self.text.rfind("\r", 0, self.offset)) + 1
         return self.text[line_start : self.offset]
+
+    @property
+    def paths_before_decoding(self) -> tuple[tuple[str, ...], ...]:
+        """What must be answered before any decode: every needed path for a list; for
+        ghost text only the chain at the cursor (the rest may still be computed: that
+        answer leaves their members out, see `completion.pipeline`)."""
+        return self.chain_paths if self.mode == "inline" else self.needed_paths
 
     @property
     def decoder(self) -> str:
@@ -120,15 +131,22 @@ def cursor_paths(line_prefix: str, roots: dict[str, tuple[str, ...]]) -> tuple[t
     """The index paths a completion after `line_prefix` needs before decoding: the modules
     the document imports (`roots`) and every prefix of the attribute chain at the cursor
     (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1)."""
-    paths = list(roots.values())
+    return tuple(dict.fromkeys([*(tuple(p) for p in roots.values()), *chain_paths(line_prefix, roots)]))
+
+
+def chain_paths(line_prefix: str, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """Every prefix of the attribute chain at the end of `line_prefix` from its imported
+    root on (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1);
+    () when the cursor is not on a chain of an imported name."""
     match = _CURSOR_CHAIN.search(line_prefix)
-    if match:
-        names = [name.strip() for name in match.group(1).split(".")]
-        root = roots.get(names[0])
-        if root:
-            chain = tuple(root) + tuple(names[1:])
-            paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
-    return tuple(dict.fromkeys(tuple(p) for p in paths))
+    if not match:
+        return ()
+    names = [name.strip() for name in match.group(1).split(".")]
+    root = roots.get(names[0])
+    if not root:
+        return ()
+    chain = tuple(root) + tuple(names[1:])
+    return tuple(chain[:depth] for depth in range(len(root), len(chain) + 1))
 
 
 def open_call_paths(text: str, offset: int, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
