@@ -262,7 +262,9 @@ class PrefixTree:
 
         fed_before = lm.tokens_fed
         calls_before = getattr(lm, "server_calls", 0)
+        start = time.perf_counter()
         info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens, cache_key=request.cache_key)
+        self.counters.lm_seconds += time.perf_counter() - start  # the prompt's feed is model time too
         self.prompt_info = info
         self.counters.server_calls += getattr(lm, "server_calls", 0) - calls_before
         fed = lm.tokens_fed - fed_before
