@@ -97,7 +97,7 @@ PROBE_TEXTS = (
 PROBE_PROMPT = "def add(a, b):\n    return a"
 #: special tokens (not named an end by the tokenizer) forced once at connect to learn
 #: whether the server ends generation at them; with more, none is probed (logged)
-MAX_END_PROBES = 16
+MAX_END_PROBES = 32
 #: log-probabilities that differ by more than this between two temperatures are not raw
 RAW_TOLERANCE = 2e-3
 #: the most times an exclusion draw is repeated when the server returns an excluded id
