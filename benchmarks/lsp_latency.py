@@ -1,23 +1,39 @@
-"""Inline-completion latency of the language server, and prompt tokens re-fed after an edit.
+"""Inline-completion latency of the language server, where the time goes, and prompt
+tokens re-fed after an edit.
 
-Starts `adaptrack-lsp serve` over stdio with the built-in tiny model, opens a ~200-line
-file, and simulates typing: after each keystroke (`didChange`) one
-`textDocument/inlineCompletion` request; latency is measured from sending the request
-to receiving its response (the server's whole work: prompt building, constraint,
-decoding).  Then, to measure prompt KV reuse, one completion request at a cursor,
-a 5-character edit before the cursor, and a second request: the `prompt_tokens_fed`
-counter of the second request is the number of prompt tokens the model had to
-process again (goal <= 16), with the cursor at the end of the file (left-to-right
-prompt) and in the middle of it (fill-in-the-middle prompt, whose suffix follows the
-edit and is re-fed as well).
+Starts `adaptrack-lsp serve` over stdio with the built-in tiny model (every default
+constraint on: API chains, keyword names, Python syntax), opens a ~200-line file, and
+simulates typing ``x = np.`` on a new last line, over and over: after each keystroke
+(`didChange`) one `textDocument/inlineCompletion` request; latency is measured from
+sending the request to receiving its response (the server's whole work: prompt building,
+constraint, decoding).
+
+The split: the same requests are then run in this process through `CompletionService`
+(the code the server runs), and each request's counters say where its time went: the
+model (`lm_seconds`), each constraint part's masks (`constraint_part_seconds`, by part),
+the rest of the constraint (transitions, lazy checks), building the prompt, building the
+constraint (per-request setup), and the rest (the decoder's bookkeeping, the request).
+It is printed for the median request and averaged over the slowest 5 %, so that a
+regression names the part that grew.
+
+Then, to measure prompt KV reuse, one completion request at a cursor, a 5-character
+edit before the cursor, and a second request: the `prompt_tokens_fed` counter of the
+second request is the number of prompt tokens the model had to process again (goal <=
+16), with the cursor at the end of the file (left-to-right prompt) and in the middle of
+it (fill-in-the-middle prompt, whose suffix follows the edit and is re-fed as well).
 
 Validity comes from a snapshot of the installed numpy unless `--live-index` (jedi) is
 given, so that the first jedi look-up of numpy does not dominate the run.
 
     python benchmarks/lsp_latency.py [--requests 60] [--max-new-tokens 8]
-    python benchmarks/lsp_latency.py --smoke   # 3 requests, 2 new tokens
+    python benchmarks/lsp_latency.py --smoke   # 14 requests (two rounds of `x = np.`)
 
-Last line: ``p50_ms=... p95_ms=... edit_tokens_fed=... edit_tokens_fed_fim=...``.
+The smoke run exits 1 when p95 > 3 x p50 over its requests (a bimodal distribution: some
+keystrokes far slower than the rest), after printing its figures.
+
+Last line: ``p50_ms=... p95_ms=... p95_over_p50=... lm_calls_p50=... lm_calls_max=...
+split_ms.<part>=... edit_tokens_fed=... edit_tokens_fed_fim=...`` where the split is
+the mean per request in milliseconds.
 """
 
 from __future__ import annotations
@@ -63,6 +79,7 @@ class StdioPeer:
             if "method" in message and "id" in message:
                 self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
             elif "method" in message:
+                message["received"] = received  # time.perf_counter() when read
                 self.notifications.put(message)
             else:
                 with self.lock:
@@ -155,6 +172,89 @@ def edit_tokens_fed(peer: StdioPeer, uri: str, text: str, cursor: int, version: 
     return int(items[0]["data"]["counters"]["prompt_tokens_fed"]), version + 1
 
 
+TYPED = "x = np."
+#: requests before the measured ones (caches warm up)
+WARM_UP = 3
+#: the smoke run fails when p95 exceeds this multiple of p50
+SMOKE_P95_OVER_P50 = 3.0
+
+
+def typing_sequence(text: str, requests: int) -> list[str]:
+    """The document after each keystroke: one more character of `TYPED` on a new last
+    line, cycling (the warm-up requests first)."""
+    return [text + TYPED[: index % len(TYPED) + 1] for index in range(requests + WARM_UP)]
+
+
+def percentile(sorted_values: list[float], share: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(round(share * (len(sorted_values) - 1))))]
+
+
+def split_of(counters: dict) -> dict[str, float]:
+    """Milliseconds of one request by part: model, each constraint part's masks, the
+    rest of the constraint, prompt, constraint setup, and the rest."""
+    parts = {"model": counters.get("lm_seconds", 0.0)}
+    masks = counters.get("constraint_part_seconds", {}) or {}
+    for label, seconds in sorted(masks.items()):
+        parts[f"constraint.{label}"] = seconds
+    parts["constraint.other"] = max(0.0, counters.get("constraint_seconds", 0.0) - sum(masks.values()))
+    parts["prompt"] = counters.get("prompt_seconds", 0.0)
+    parts["constraint_setup"] = counters.get("constraint_setup_seconds", 0.0)
+    accounted = sum(parts.values())
+    parts["other"] = max(0.0, counters.get("service_seconds", 0.0) - accounted)
+    return {name: 1000.0 * seconds for name, seconds in parts.items()}
+
+
+def in_process_split(settings: dict, documents: list[str], uri: str) -> tuple[list[float], list[dict], list[int]]:
+    """The same requests through `CompletionService` in this process: (service ms,
+    split per request, LM calls per request) for the measured requests."""
+    from adaptrack_lsp.completion.service import CompletionService
+    from adaptrack_lsp.config import parse_settings
+
+    parsed, problems = parse_settings(settings)
+    if problems:
+        raise SystemExit(f"bad settings: {problems}")
+    service = CompletionService(parsed)
+    try:
+        service.load()
+        times, splits, calls = [], [], []
+        for index, document in enumerate(documents):
+            result = service.complete(document, len(document), document=uri, wait_for_index=True)
+            if index >= WARM_UP:
+                counters = result.counters
+                times.append(1000.0 * counters["service_seconds"])
+                splits.append(split_of(counters))
+                calls.append(int(counters.get("lm_calls", 0)))
+        return times, splits, calls
+    finally:
+        service.close()
+
+
+def mean_split(splits: list[dict]) -> dict[str, float]:
+    names = list(dict.fromkeys(name for split in splits for name in split))
+    return {name: statistics.fmean(split.get(name, 0.0) for split in splits) for name in names}
+
+
+def print_split(times: list[float], splits: list[dict], calls: list[int]) -> dict[str, float]:
+    """Print the split of the median request, the mean one and the slowest 5 %; returns the mean."""
+    order = sorted(range(len(times)), key=times.__getitem__)
+    median = order[len(order) // 2]
+    slowest = order[-max(1, round(0.05 * len(order))) :]
+    rows = {
+        f"median request ({times[median]:.1f} ms, {calls[median]} LM calls)": splits[median],
+        f"mean over {len(times)} requests": mean_split(splits),
+        f"slowest {len(slowest)} ({statistics.fmean(times[i] for i in slowest):.1f} ms, "
+        f"{statistics.fmean(calls[i] for i in slowest):.0f} LM calls)": mean_split([splits[i] for i in slowest]),
+    }
+    names = list(dict.fromkeys(name for row in rows.values() for name in row))
+    print("where the time goes, in process (ms per request):")
+    width = max(len(name) for name in names)
+    for title, row in rows.items():
+        print(f"  {title}")
+        for name in names:
+            print(f"    {name:{width}} {row.get(name, 0.0):8.2f}")
+    return rows[f"mean over {len(times)} requests"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=60)
@@ -162,16 +262,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decoder", default="adaptrack")
     parser.add_argument("--live-index", action="store_true", help="validity from jedi instead of a numpy snapshot")
     parser.add_argument("--threads", default="1", help="OMP_NUM_THREADS for the server (default 1)")
-    parser.add_argument("--smoke", action="store_true", help="3 requests of 2 new tokens (a run check)")
+    parser.add_argument("--smoke", action="store_true", help=f"{2 * len(TYPED)} requests; fails when p95 > 3 x p50")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.requests, args.max_new_tokens = 3, 2
+        args.requests = 2 * len(TYPED)
 
+    os.environ.setdefault("OMP_NUM_THREADS", args.threads)  # the in-process split, as the server
     env = {**os.environ, "OMP_NUM_THREADS": args.threads, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     folder = Path(tempfile.mkdtemp(prefix="adaptrack-bench-"))
     settings = {"model": "tiny", "maxNewTokens": args.max_new_tokens, "numSamples": 1, "decoder": args.decoder, "timeoutMs": 60000}
     if not args.live_index:
         settings["apiSnapshot"] = numpy_snapshot(folder)
+    uri = (folder / "bench.py").as_uri()
+    text = document_text()
+    documents = typing_sequence(text, args.requests)
     peer = StdioPeer([sys.executable, "-m", "adaptrack_lsp", "serve"], env)
     try:
         peer.request("initialize", {"processId": os.getpid(), "rootUri": folder.as_uri(), "capabilities": {}, "initializationOptions": settings})
@@ -183,38 +287,46 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"model ready in {time.perf_counter() - started:.1f} s; settings {settings}")
 
-        uri = (folder / "bench.py").as_uri()
-        text = document_text()
         peer.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
         version = 1
-        typed = "x = np."
         latencies = []
-        prompt_tokens = []
-        for index in range(args.requests + 3):
-            # type one more character of `result = np.` ... on a new last line, cycling
-            step = index % len(typed)
-            current = text + typed[: step + 1]
+        for index, current in enumerate(documents):
             version += 1
             peer.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": current}]})
             line, column = position_of(current, len(current))
             seconds, response = peer.request("textDocument/inlineCompletion", inline_params(uri, line, column))
             if "error" in response:
                 raise RuntimeError(f"inline completion failed: {response['error']}")
-            if index >= 3:  # the first requests warm caches
+            if index >= WARM_UP:  # the first requests warm caches
                 latencies.append(seconds * 1000)
-        prompt_tokens.append(len(text) // 4)
-        latencies.sort()
-        p50 = statistics.median(latencies)
-        p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
-        print(f"inline completion over {len(latencies)} requests: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {latencies[-1]:.1f} ms")
+        ordered = sorted(latencies)
+        p50 = statistics.median(ordered)
+        p95 = percentile(ordered, 0.95)
+        print(f"inline completion over {len(ordered)} requests: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {ordered[-1]:.1f} ms")
+        by_step: dict[str, list[float]] = {}
+        for index, latency in enumerate(latencies):
+            by_step.setdefault(TYPED[: (index + WARM_UP) % len(TYPED) + 1], []).append(latency)
+        print("  median per keystroke: " + ", ".join(f"{step!r} {statistics.median(v):.0f} ms" for step, v in by_step.items()))
 
         end_fed, version = edit_tokens_fed(peer, uri, text + "y = ", len(text) + 4, version + 1)
         middle = text.index("def feature_100")
         fim_fed, version = edit_tokens_fed(peer, uri, text[:middle] + "y = \n" + text[middle:], middle + 4, version + 1)
         print(f"prompt tokens fed after a 5-character edit: cursor at end of file {end_fed}, mid-file (FIM) {fim_fed}")
-        print(f"p50_ms={p50:.1f} p95_ms={p95:.1f} edit_tokens_fed={end_fed} edit_tokens_fed_fim={fim_fed}")
     finally:
         peer.close()
+
+    times, splits, calls = in_process_split(settings, documents, uri)
+    mean = print_split(times, splits, calls)
+    ordered_calls = sorted(calls)
+    ratio = p95 / p50 if p50 > 0 else float("inf")
+    split_text = " ".join(f"split_ms.{name}={value:.2f}" for name, value in mean.items())
+    print(
+        f"p50_ms={p50:.1f} p95_ms={p95:.1f} p95_over_p50={ratio:.2f} lm_calls_p50={statistics.median(ordered_calls):.0f} "
+        f"lm_calls_max={ordered_calls[-1]} {split_text} edit_tokens_fed={end_fed} edit_tokens_fed_fim={fim_fed}"
+    )
+    if args.smoke and ratio > SMOKE_P95_OVER_P50:
+        print(f"p95 {p95:.1f} ms is more than {SMOKE_P95_OVER_P50:g} x p50 {p50:.1f} ms: some keystrokes are far slower (see the split)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -9,12 +9,14 @@ samples to the enumeration, the TVD exact samples of the same size show (noise f
 multinomial draws from P(s | c) itself), chi-square p and PASS (p > 1e-4) / FAIL, and
 server calls per sample.  Then server calls per greedy completion where the model's own
 path is valid (greedy AdapTrack unconstrained; greedy masking constrained to the model's
-own line) over six prompts.
+own line) over six prompts.  Last, sequences ended by end-of-generation tokens in the
+tail of a flat model (tests/unit/end_of_generation_support.py: eight allowed lines, 3000
+exact samples in one request, top-20 lists) against P(s | c) computed by llama.cpp itself.
 
     python benchmarks/server_exactness.py [--samples 600] [--smoke]
 
 Needs llama-server (`make llama-cpp`, or $ADAPTRACK_LLAMA_SERVER).  Last line:
-`exact_tvd_fresh=... cars_tvd_fresh=... gcd_tvd=... server_calls_per_greedy=...`.
+`exact_tvd_fresh=... cars_tvd_fresh=... gcd_tvd=... server_calls_per_greedy=... eog_tvd=... eog_p=...`.
 """
 
 from __future__ import annotations
@@ -124,6 +126,36 @@ def kl(counts: dict, reference: dict) -> float:
     return sum((n / total) * math.log((n / total) / reference[k]) if reference.get(k, 0.0) > 0 else math.inf for k, n in counts.items() if n)
 
 
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+
+
+def end_of_generation_row(lm, samples: int, rng) -> tuple[float, float]:
+    """The end-of-generation case (tests/unit/end_of_generation_support.py): a flat model,
+    eight allowed lines each ended by an end-of-generation token that lies in the tail
+    of the top-K lists, `samples` exact samples in one request, against P(s | c) from
+    llama.cpp itself; one printed row, returns (TVD, chi-square p)."""
+    sys.path[:0] = [str(TESTS), str(TESTS / "unit")]
+    from end_of_generation_support import draw, reference
+
+    from adaptrack_lsp.evaluation.tasks import chi_square
+
+    exact, without_markers, _ = reference()
+    started = time.perf_counter()
+    counts, result = draw(lm, samples)
+    seconds = time.perf_counter() - started
+    total = sum(counts.values())
+    names = list(exact)
+    floor = float(np.mean([tvd(dict(zip(names, rng.multinomial(total, [exact[n] for n in names]), strict=True)), exact) for _ in range(200)]))
+    p_value = chi_square(counts, exact).p_value
+    print(
+        f"{'exact':<12} {'EOG in tail':<14} {tvd(counts, exact):>7.4f} {floor:>7.4f} {kl(counts, exact):>8.4f} {p_value:>9.3g} "
+        f"{'PASS' if p_value > 1e-4 else 'FAIL':>8} {result.counters.server_calls / max(1, total):>13.3f}  ({total} samples in one request, "
+        f"top-{lm.options.top_logprobs}, {result.counters.tail_draws} tail draws; vs llama.cpp's P(s|c); ended without its FIM "
+        f"markers: p {chi_square(counts, without_markers).p_value:.2g}, {seconds:.0f} s)"
+    )
+    return tvd(counts, exact), p_value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=600)
@@ -193,6 +225,8 @@ def main(argv=None) -> int:
             fresh.set_prompt([1], 1)
         figures["server_calls_per_greedy"] = sum(greedy_calls) / len(greedy_calls)
         print(f"server calls per greedy completion (24 tokens, lookahead 32, model's own path valid): {greedy_calls}")
+        eog = load_from_settings(Settings(model="tiny", backend="server", endpoint=url))
+        figures["eog_tvd"], figures["eog_p"] = end_of_generation_row(eog, 300 if args.smoke else 3000, rng)
     finally:
         process.terminate()
         process.wait(timeout=30)

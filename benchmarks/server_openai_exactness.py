@@ -10,12 +10,15 @@ decoder and regime (one sample per request on a fresh tree; requests of 5 sample
 printed: total variation distance (TVD) and KL(samples || P(s | c)), the TVD exact samples
 of the same size show (noise floor: multinomial draws from P(s | c) itself), chi-square p
 against P(s | c) and against greedy masking's distribution (GCD), PASS (p > 1e-4 against
-P(s | c)) / FAIL, server calls per sample and seconds.
+P(s | c)) / FAIL, server calls per sample and seconds.  Last, sequences ended by
+end-of-generation tokens in the tail of a flat model (tests/unit/end_of_generation_support.py:
+eight allowed lines, 3000 exact samples in one request, top-20 lists) against P(s | c)
+computed by llama.cpp itself.
 
     python benchmarks/server_openai_exactness.py [--server llama-server|vllm] [--samples 400] [--smoke]
 
 Needs llama-server (`make llama-cpp`) or vLLM (`.ci/install-vllm`).  Last line:
-`exact_tvd_fresh=... cars_tvd_fresh=... ars_tvd_fresh=... gcd_tvd=... worst_exact_p=...`.
+`exact_tvd_fresh=... cars_tvd_fresh=... ars_tvd_fresh=... gcd_tvd=... worst_exact_p=... eog_tvd=... eog_p=...`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from server_exactness import kl, tvd  # the same figures as the native protocol's table
+from server_exactness import end_of_generation_row, kl, tvd  # the same figures as the native protocol's table
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 ROWS = [("exact", "fresh"), ("cars", "fresh"), ("ars", "fresh"), ("exact", "requests of 5"), ("cars", "requests of 5"),
@@ -108,6 +111,7 @@ def main(argv=None) -> int:
                     f"{p_exact:>9.3g} {p_gcd:>9.3g} {verdict:>8} {calls / max(1, total):>13.3f} {seconds:>6.0f}{note}"
                 )
             figures["worst_exact_p"] = worst
+            figures["eog_tvd"], figures["eog_p"] = end_of_generation_row(connect(process.url), 300 if args.smoke else 3000, rng)
         finally:
             process.stop()
     print(" ".join(f"{name}={value:.4g}" for name, value in figures.items()))

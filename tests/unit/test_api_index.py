@@ -417,3 +417,28 @@ def test_index_command_bad_input(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert unknown.returncode == 1 and "no_such_module_xyz" in unknown.stderr
+
+
+def test_an_empty_jedi_answer_is_kept_on_disk_and_lookups_are_counted(tmp_path):
+    """Without runtime introspection, a path jedi finds no public member of (a function)
+    is unknown, as definitive as an answer: a new process reads it from disk instead of
+    asking jedi again.  `progress` counts a package's look-ups (what "indexing json
+    (n/m)" shows)."""
+    index = JediIndex(python=sys.executable, timeout_s=120, runtime_introspection=False, cache_dir=tmp_path)
+    try:
+        assert index.progress("json") is None
+        index.prefetch(("json",))
+        index.prefetch(("json", "dumps"))  # asked while json is computed: one wave of two
+        assert index.progress("json")[1] == 2
+        assert index.wait_ready([("json",), ("json", "dumps")], 120)
+        assert index.members(("json", "dumps")) is None and ("json", "dumps") in index._memory
+        assert index.progress("json") == (2, 2)
+    finally:
+        index.close()
+    fresh = JediIndex(python=sys.executable, timeout_s=120, runtime_introspection=False, cache_dir=tmp_path)
+    try:
+        assert fresh.wait_ready([("json",)], 120)  # loads the package's disk entry
+        assert fresh.ready(("json", "dumps")) and fresh.members(("json", "dumps")) is None
+        assert fresh.progress("json") == (1, 1)  # json itself only: dumps came from disk
+    finally:
+        fresh.close()

@@ -80,6 +80,15 @@ def test_needed_paths_are_the_imports_and_the_chain_at_the_cursor():
     assert needed_paths("x = 1", 5) == []
 
 
+def test_ghost_text_waits_only_for_the_chain_at_the_cursor():
+    text = "import tensorflow as tf\nimport numpy as np\nx = np.linalg."
+    inline = CompletionRequest.build(text, len(text))
+    assert inline.paths_before_decoding == (("numpy",), ("numpy", "linalg"))
+    assert CompletionRequest.build(text, len(text), mode="list").paths_before_decoding == inline.needed_paths
+    assert ("tensorflow",) in inline.needed_paths
+    assert CompletionRequest.build("import numpy as np\nx = ", 24).paths_before_decoding == ()
+
+
 def test_waiting_for_the_index_does_not_use_the_decode_budget():
     index = SlowIndex(delay_s=1.0)
     service = make_service(index, timeout_ms=300)
@@ -130,7 +139,7 @@ def chain_model():
     return TabularLM(vocab, conditional=conditional)
 
 
-def test_a_path_first_needed_during_decoding_stops_the_decode_and_is_waited_for():
+def test_a_path_first_needed_during_decoding_stops_a_list_decode_and_is_waited_for():
     index = SlowIndex(delay_s=1.0, slow_paths=(("numpy", "linalg"),))
     service = CompletionService(
         Settings(model="tabular", timeout_ms=60_000, max_new_tokens=6),
@@ -139,15 +148,51 @@ def test_a_path_first_needed_during_decoding_stops_the_decode_and_is_waited_for(
     )
     service.load()
     try:
-        result = service.complete(TEXT, len(TEXT))
+        result = service.complete(TEXT, len(TEXT), mode="list")
         assert result.status == INDEXING and ("numpy", "linalg") in index.prefetched
-        assert "numpy.linalg" in result.message
+        assert "numpy.linalg" in result.message and result.indexing == "indexing numpy"
         messages = []
         waited = service.complete(TEXT, len(TEXT), wait_for_index=True, index_progress=messages.append)
         assert [c.text for c in waited.candidates] == ["linalg.norm"]
         assert messages == ["computing the API members of numpy.linalg"]
     finally:
         service.close()
+
+
+def test_ghost_text_answers_now_without_the_members_still_being_computed():
+    """Inline: a path first needed during decoding counts as having no members for this
+    answer (never an unchecked member), is listed as pending with what is being indexed,
+    and the answer once it is computed goes through it."""
+    index = SlowIndex(delay_s=1.0, slow_paths=(("numpy", "linalg"),))
+    service = CompletionService(
+        Settings(model="tabular", timeout_ms=60_000, max_new_tokens=6),
+        model_loader=lambda s, progress: chain_model(),
+        index_factory=lambda s, root: index,
+    )
+    service.load()
+    try:
+        now = service.complete(TEXT, len(TEXT))
+        assert now.status == "ok" and [c.text for c in now.candidates] == ["linalg"]  # not "linalg.zeros"
+        assert now.pending == (("numpy", "linalg"),) and now.indexing == "indexing numpy"
+        assert ("numpy", "linalg") in index.prefetched
+        called = threading.Event()
+        service.when_indexed(now, lambda answered: called.set())
+        assert called.wait(30)
+        later = service.complete(TEXT, len(TEXT))
+        assert [c.text for c in later.candidates] == ["linalg.norm"] and not later.pending
+    finally:
+        service.close()
+
+
+def test_the_indexing_message_counts_the_lookups_of_a_package():
+    from adaptrack_lsp.completion.pipeline import indexing_message
+
+    class Counting(StaticIndex):
+        def progress(self, root):
+            return (2, 5) if root == "numpy" else None
+
+    index = Counting(["numpy.linalg"])
+    assert indexing_message(index, [("numpy", "linalg"), ("numpy", "fft"), ("scipy",)]) == "indexing numpy (2/5), indexing scipy"
 
 
 def test_warm_up_starts_the_imports_lookups_without_waiting():

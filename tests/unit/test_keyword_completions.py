@@ -142,15 +142,22 @@ def test_no_keyword_items_when_the_setting_is_off():
 
 
 def test_a_signature_being_computed_answers_indexing_then_completes():
+    """A list waits for the call's signature ("indexing"); ghost text answers now without
+    any keyword name (the call counts as taking none until its signature is known), then
+    with the keyword the signature allows."""
     index = SignatureIndex(delay_s=0.5)
     service = service_with(index)
+    key = ("tensorflow", "nn", "dropout", "()")
     try:
-        first = service.complete(DOCUMENT, len(DOCUMENT))
-        assert first.status == INDEXING and first.pending == (("tensorflow", "nn", "dropout", "()"),)
-        assert "tensorflow.nn.dropout()" in first.message
+        listed = service.complete(DOCUMENT, len(DOCUMENT), mode="list")
+        assert listed.status == INDEXING and listed.pending == (key,)
+        assert "tensorflow.nn.dropout()" in listed.message
+        ghost = service.complete(DOCUMENT, len(DOCUMENT))
+        assert [c.text for c in ghost.candidates] == [")"]  # not keep_prob=, the model's favourite (not a TF 2 parameter)
+        assert ghost.pending == (key,) and ghost.indexing == "indexing tensorflow"
         assert index.done.wait(10)
         second = service.complete(DOCUMENT, len(DOCUMENT))
-        assert [c.text for c in second.candidates] == ["rate=0.5)"]
+        assert [c.text for c in second.candidates] == ["rate=0.5)"] and not second.pending
     finally:
         service.close()
 

@@ -152,3 +152,73 @@ def test_decoders_feed_one_token_per_node(tiny, decoder_name):
     assert {tuple(s.token_ids) for s in result.samples} <= {tuple(v) for v in valid}
     assert counters.tokens_fed == len(prompt) + counters.lm_calls - 1
     assert lm.tokens_fed == counters.tokens_fed
+
+
+# -- sibling batches ------------------------------------------------------------------------
+def test_sibling_batches_equal_fresh_forwards_and_feed_their_children(tiny):
+    """Siblings in one forward pass (tree attention over the parent): each distribution
+    equals a fresh full forward, one pass for the batch, and the children of a sibling
+    computed from its stored key/values equal a fresh forward too."""
+    lm = HFLanguageModel(tiny.model, tiny.tokenizer, vocab=tiny.vocab)
+    prompt = tiny.encode(PROMPT)
+    lm.set_prompt(prompt)
+    parent = [int(np.argmax(lm.next_logprobs([])))]
+    lm.next_logprobs(parent)
+    siblings = [parent + [token] for token in range(40, 52)]
+    passes = lm.forward_calls
+    fed = lm.tokens_fed
+    batch = lm.next_logprobs_batch(siblings)
+    assert lm.batched_nodes and lm._sibling_batches is True  # the first batch was checked
+    assert lm.forward_calls - passes == 2  # the batch, and the check of its first path
+    assert lm.tokens_fed - fed == len(siblings) + 1
+    for path, logprobs in zip(siblings, batch):
+        assert max_diff(logprobs, reference(lm, prompt + path)) <= TOLERANCE
+    passes = lm.forward_calls
+    again = lm.next_logprobs_batch([parent + [token] for token in range(60, 90)])
+    assert lm.forward_calls - passes == 1  # checked once per model: one pass now
+    assert max_diff(again[-1], reference(lm, prompt + parent + [89])) <= TOLERANCE
+    # a sibling's child: its key/values come from the node store, one token fed
+    fed = lm.tokens_fed
+    child = siblings[5] + [7]
+    assert max_diff(lm.next_logprobs(child), reference(lm, prompt + child)) <= TOLERANCE
+    assert lm.tokens_fed - fed == 1
+
+
+def test_a_model_whose_batches_disagree_falls_back_to_one_path_at_a_time(tiny):
+    lm = HFLanguageModel(tiny.model, tiny.tokenizer, vocab=tiny.vocab)
+    prompt = tiny.encode(PROMPT)
+    lm.set_prompt(prompt)
+    real = lm._siblings
+    lm._siblings = lambda parent, tokens: [logprobs + 0.5 for logprobs in real(parent, tokens)]  # a wrong batch
+    paths = [[token] for token in range(40, 44)]
+    results = lm.next_logprobs_batch(paths)
+    assert lm._sibling_batches is False and not lm.batched_nodes
+    for path, logprobs in zip(paths, results):
+        assert max_diff(logprobs, reference(lm, prompt + path)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("decoder_name", ["adaptrack", "exact"])
+def test_sibling_batches_change_nothing_but_the_forward_passes(tiny, decoder_name):
+    """A wide search (every first token valid, the second token forced to one improbable
+    id, so Q of each first token drops after it is evaluated): with sibling batches the
+    decoder draws the same samples with the same node evaluations, in fewer passes."""
+    decoders = pytest.importorskip("adaptrack_lsp.completion.decoders")
+    tasks = pytest.importorskip("adaptrack_lsp.evaluation.tasks")
+    eos = tiny.tokenizer.eos_token_id
+    prompt = tiny.encode(PROMPT)
+    valid = [[first, 3000 + first % 7, eos] for first in range(100, 700)]
+    outcomes = []
+    for batch in (False, True):
+        lm = HFLanguageModel(tiny.model, tiny.tokenizer, vocab=tiny.vocab)
+        request = decoders.DecodeRequest(
+            prompt_ids=prompt, num_samples=3, seed=1, max_new_tokens=6, temperature=0.0 if decoder_name == "adaptrack" else 1.0, batch_siblings=batch
+        )
+        result = decoders.get_decoder(decoder_name).decode(lm, tasks.SequenceConstraint(tiny.vocab, valid), request)
+        outcomes.append(([tuple(s.token_ids) for s in result.samples], result.counters, lm.forward_calls))
+    (plain, plain_counters, plain_passes), (batched, counters, passes) = outcomes
+    assert batched == plain and all(len(s) == 3 for s in plain)
+    assert counters.lm_calls == plain_counters.lm_calls and plain_counters.lm_ahead == 0
+    assert counters.lm_ahead > 0 and counters.lm_calls > 10
+    assert passes < plain_passes
+    # every node computed feeds one token: the ones used, and the ones computed ahead and never used
+    assert plain_counters.tokens_fed <= counters.tokens_fed <= plain_counters.tokens_fed + counters.lm_ahead

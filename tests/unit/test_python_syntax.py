@@ -297,6 +297,29 @@ def test_masks_equal_brute_force_in_more_states():
     _assert_masks_equal_brute_force(MORE_MASK_PREFIXES, cuts=20, seed=5)
 
 
+def test_masks_kept_for_one_request_equal_brute_force():
+    """One request's masks share what they can (a pending name no continuation turns into
+    a keyword or a string prefix stands for all such names; walks are kept per stacks):
+    every state still gets its own brute-force mask, in any order."""
+    from adaptrack_lsp.constrainers.api import ConstraintContext
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    _, vocab = _tiny_vocab()
+    prefix = "import numpy as np\n\nx = np."
+    syntax = PythonSyntax()
+    start = syntax.prepare(prefix)
+    index = TokenIndex(syntax, vocab, context=ConstraintContext(prefix, prefix))
+    names = ["mod", "long", "i", "f", "ex", "in", "tr", "rb", "mat", "match", "void", "Rb", "el", "x_1", "is", "n"]
+    for name in names + names[::-1]:
+        state = syntax.check(start, name)
+        assert state is not None, name
+        mask, brute = index.compute_mask(state), index.brute_force_mask(state)
+        different = [vocab.texts[i] for i in (mask != brute).nonzero()[0][:5]]
+        assert not different, (name, different)
+    plain = [syntax.check(start, name) for name in ("mod", "long", "void")]
+    assert len({id(syntax.token_mask(state, index)) for state in plain}) == 1  # one mask for the three
+
+
 def test_token_constraint_composes_syntax_with_the_other_parts():
     _, vocab = _tiny_vocab()
     constraint = token_constraint(vocab, document="x = foo(a", prefix="x = foo(a", syntax=True, clean=True)

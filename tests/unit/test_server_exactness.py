@@ -13,6 +13,10 @@ Tolerance as in `test_exactness.py`: chi-square, pass at p > 1e-4, wrong distrib
 rejected at p < 1e-9.  Fixed seeds.  `rs` is left out: a valid sequence has probability
 ~1e-4 under the random tiny model, out of reach of plain rejection sampling (the
 tabular suites show that it says so).  `ars` per request: see below.
+
+And sequences ended by end-of-generation tokens, not a stop rule, on a flat model whose
+end tokens lie outside the top-K (`end_of_generation_support`), against P(s | c)
+computed by llama.cpp itself.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import math
 
 import numpy as np
 import pytest
+from end_of_generation_support import assert_exact_with_end_tokens_in_the_tail
 from llama_server_support import llama_server  # noqa: F401
 from test_exactness import ALPHA, REJECT_BELOW
 
@@ -137,3 +142,25 @@ def test_map_returns_the_argmax_over_the_server(problem):
     request = DecodeRequest(prompt_ids=problem.prompt, temperature=0.0, max_new_tokens=2, stop=problem.stop, timeout_s=120)
     result = get_decoder("map").decode(problem.lm, problem.constraint, request)
     assert tuple(result.samples[0].token_ids) == max(problem.exact, key=problem.exact.get)
+
+
+def test_sequences_ended_by_end_of_generation_tokens_in_the_tail_are_exact(llama_server):  # noqa: F811
+    """The end tokens lie in the tail (top-20 lists of a flat model); sequences end where
+    llama.cpp ends generation (its `llama_vocab_is_eog` set, <|fim_pad|> included)."""
+    lm = load_from_settings(Settings(model="tiny", backend="server", endpoint=llama_server.url))
+    assert lm.connected and lm.dialect == "llamacpp", lm.connect_error
+    assert_exact_with_end_tokens_in_the_tail(lm)
+
+
+def test_the_server_says_where_it_ends_generation(llama_server):  # noqa: F811
+    """Ids the tokenizer does not name an end but the server ends generation at are
+    found at connect (each forced once) and end sequences here too."""
+    from end_of_generation_support import reference
+
+    from adaptrack_lsp.completion.vocab import Vocabulary
+
+    lm = load_from_settings(Settings(model="tiny", backend="server", endpoint=llama_server.url))
+    named = lm.vocab
+    lm.vocab = Vocabulary(named.token_bytes, [min(named.eos_ids)], named.size, named.special_ids)  # a tokenizer naming one end
+    lm.connect()
+    assert lm.vocab.eos_ids == frozenset(reference()[2])  # llama.cpp's end-of-generation ids, found by asking the server

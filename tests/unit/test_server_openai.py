@@ -10,7 +10,10 @@
 - vLLM's CPU build (`.ci/install-vllm`; skipped, naming it, where not installed): every
   position reported, ids as ``token_id:N``, the sampled token added to each top list.
 
-On both: the connect checks pass; lookahead fills the engine's own path in one request
+On both: the connect checks pass; the ids the server ends generation at are found;
+sequences ended by end-of-generation tokens in the tail of a flat model are exact against
+P(s | c) computed by llama.cpp itself (`end_of_generation_support`); lookahead fills the
+engine's own path in one request
 (`server_calls`); top-K is the head of the engine's full distribution; exclusion draws
 are exact; and the exact samplers are exact per request (`exact`, `cars`, `ars`, one
 sample per request on a fresh tree) on an `--allowed` lines constraint whose texts are
@@ -32,6 +35,7 @@ import math
 import httpx
 import numpy as np
 import pytest
+from end_of_generation_support import assert_exact_with_end_tokens_in_the_tail
 from llama_server_support import llama_server  # noqa: F401
 from test_exactness import ALPHA, REJECT_BELOW
 from vllm_server_support import vllm_server  # noqa: F401
@@ -364,6 +368,31 @@ def test_greedy_masking_follows_its_own_distribution_and_fails_p_s_given_c(probl
     found = counts(problem, problem.decode("constrained", 1000, seed=5, share_estimates=False))
     assert chi_square(found, problem.gcd).p_value > ALPHA
     assert chi_square(found, problem.exact).p_value < REJECT_BELOW
+
+
+def test_sequences_ended_by_end_of_generation_tokens_in_the_tail_are_exact(url):
+    """The end tokens lie in the tail (top-20 lists of a flat model), no stop rule: every
+    sample ends with an end-of-generation token (vLLM ends generation at fewer of them,
+    <|endoftext|> and <|file_sep|>; sequences still end at all of llama.cpp's)."""
+    assert_exact_with_end_tokens_in_the_tail(connect(url))
+
+
+def test_the_server_says_where_it_ends_generation(url):
+    """A tokenizer that names one end: the others where the server ends generation are
+    found at connect (each forced once): llama.cpp's end-of-generation ids on
+    llama-server, the model's generation config's on vLLM."""
+    from adaptrack_lsp.completion.vocab import Vocabulary
+
+    lm = connect(url)
+    named = lm.vocab
+    lm.vocab = Vocabulary(named.token_bytes, [min(named.eos_ids)], named.size, named.special_ids)
+    lm.connect()
+    found = sorted(lm.vocab.eos_ids)
+    names = [lm.tokenizer.convert_ids_to_tokens(t) for t in found]
+    if lm.software == "llamacpp":
+        assert names == ["<|endoftext|>", "<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]
+    else:
+        assert names == ["<|endoftext|>", "<|file_sep|>"]
 
 
 # -- servers that give less ----------------------------------------------------------------------------------

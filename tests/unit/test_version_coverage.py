@@ -385,8 +385,13 @@ def test_after_from_numpy_import_the_list_offers_only_names_that_exist(tmp_path)
         capture_output=True, text=True, timeout=600, env=env,
     )
     assert done.returncode == 0, done.stderr
-    names = [c["text"].split(",")[0].split()[0] for c in json.loads(done.stdout)["candidates"] if c["text"].strip()]
-    complete = [n for n in names if n.isidentifier()]
+    import re
+
+    # the name right after "import " (a text that starts otherwise, with a line break or a
+    # comment, imports nothing)
+    found = [re.match(r"[ \t]*([A-Za-z_]\w*)", c["text"]) for c in json.loads(done.stdout)["candidates"]]
+    names = [m.group(1) for m in found if m]
+    complete = names
     assert complete, names
     for name in complete:
         # the reference: the import itself, run in this interpreter (a name the model left

@@ -287,6 +287,12 @@ class APIIndex(ABC):
         answers are immediate)."""
         return 0.0
 
+    def progress(self, root: str) -> tuple[int, int] | None:
+        """(answered, asked): the background look-ups under top-level package `root`
+        since it last had none waiting (what "indexing numpy (n/m)" shows); None where
+        answers are immediate."""
+        return None
+
     def has_root(self, module: str) -> bool:
         """Whether top-level `module` can be resolved (unresolvable roots are unconstrained)."""
         return self.members((module,)) is not None

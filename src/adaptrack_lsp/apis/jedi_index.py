@@ -370,6 +370,8 @@ class JediIndex(APIIndex):
         self._modules: dict[tuple[str, ...], frozenset[str] | None] = {}
         self._pending: dict[tuple[str, ...], concurrent.futures.Future] = {}
         self._failed_at: dict[tuple[str, ...], float] = {}
+        #: top-level package -> [answered, asked] look-ups since it last had none waiting
+        self._progress: dict[str, list[int]] = {}
         self._root_versions: dict[str, str] = {}
         self._disk: dict[str, dict] = {}  # root -> {"file": Path|None, "paths": {...}, "signatures": {...}}
         self._jobs: queue.Queue = queue.Queue()
@@ -513,6 +515,11 @@ class JediIndex(APIIndex):
     def work_seconds(self) -> float:
         return self.busy_seconds
 
+    def progress(self, root: str) -> tuple[int, int] | None:
+        with self._lock:
+            counts = self._progress.get(root)
+            return (counts[0], counts[1]) if counts is not None else None
+
     def wait_ready(self, paths: Iterable[tuple[str, ...]], timeout_s: float) -> bool:
         """Look `paths` up (in the background) and wait until all are answered or
         `timeout_s` passed; True when all are."""
@@ -546,6 +553,11 @@ class JediIndex(APIIndex):
             return None
         future = concurrent.futures.Future()
         self._pending[path] = future
+        root = key_path(path)[0] if key_path(path) else ""
+        counts = self._progress.setdefault(root, [0, 0])
+        if counts[0] >= counts[1]:  # a new wave of look-ups under this package
+            counts[0] = counts[1] = 0
+        counts[1] += 1
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._run_jobs, name="api-index", daemon=True)
             self._thread.start()
@@ -579,6 +591,9 @@ class JediIndex(APIIndex):
                     self._failed_at.pop(key, None)
                 else:
                     self._failed_at[key] = time.monotonic()
+                counts = self._progress.get(key_path(key)[0] if key_path(key) else "")
+                if counts is not None:
+                    counts[0] += 1
             future.set_result(answer)
 
     # ------------------------------------------------------------------ environment
@@ -862,7 +877,10 @@ class JediIndex(APIIndex):
                 members, via = None, "runtime"  # the path does not resolve at runtime
             # else: the import fails at runtime but jedi saw members: jedi's answer stands
         elif not members:
-            return None, False  # jedi sees nothing and there is no runtime check: unknown
+            # jedi sees nothing (a C function, a builtin instance) and there is no runtime
+            # check: unknown, as definitive as an answer (kept on disk: a new process does
+            # not ask jedi again)
+            members = None
         self._remember(path, entry, key, members, via, stamps, found_signatures)
         return members, True
 

@@ -32,10 +32,15 @@ class Counters:
     tail_evaluations: int = 0  # nodes asked again for the tokens pruned at first evaluation
     tail_draws: int = 0  # tokens drawn out of a top-K node's tail (one LM call each, in lm_calls)
     server_calls: int = 0  # requests sent to a remote engine (lookahead fills several nodes per call)
+    lm_ahead: int = 0  # distributions computed ahead in sibling batches (each in lm_calls once used)
     lm_seconds: float = 0.0
     constraint_seconds: float = 0.0
     other_seconds: float = 0.0
     wall_seconds: float = 0.0
+    #: before the decode (set by the completion pipeline): building the prompt, and
+    #: building the constraint (each part's per-request setup, e.g. the syntax skeleton parse)
+    prompt_seconds: float = 0.0
+    constraint_setup_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +70,11 @@ class DecodeRequest:
     #: the model's prompt cache slot (e.g. the document URI), for backends that keep
     #: one per key (`set_prompt(..., cache_key=...)`); ignored by the others
     cache_key: str | None = None
+    #: where a node's parent already had another child evaluated, evaluate the parent's
+    #: next most probable valid children in the same forward pass (models whose
+    #: `batched_nodes` is true; see `PrefixTree`): the same distributions, fewer passes
+    #: when a search goes wide; their tokens count in `tokens_fed`
+    batch_siblings: bool = False
 
 
 @dataclass

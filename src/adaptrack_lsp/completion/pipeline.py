@@ -10,7 +10,13 @@ also decides timeouts) or "indexing".  Candidates carry the chains the API monit
 resolved in them and the package that validated them.
 
 Index time is not decode time: decoding sees only what the index has ready
-(`ReadyOnlyIndex`); a decode that needs a path still being computed stops at once.
+(`ReadyOnlyIndex`).  A list decode that needs a path still being computed stops at once
+(an exact sampler must not decode without part of the constraint); ghost text answers
+now (`answer_now`): members not computed yet count as none for this answer, which never
+writes an unchecked member, and the answer lists them in `pending` (the server shows
+"indexing numpy (n/m)" until they are ready).  What a request needs before any decode
+(the document's import roots, the chain at the cursor) is waited for or answered with
+"indexing" in both modes.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptrack_lsp.apis.index import describe_key
+from adaptrack_lsp.apis.index import describe_key, key_path
 from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
 from adaptrack_lsp.constrainers.environment import (
@@ -83,8 +89,11 @@ class CompletionResult:
     heal_text: str = ""
     prompt_tokens: int = 0
     fim: str | None = None
-    #: "indexing": the API paths still being computed
+    #: the API paths still being computed: an "indexing" answer waits for them; ghost
+    #: text answered without them (they counted as having no members)
     pending: tuple[tuple[str, ...], ...] = ()
+    #: what the index is doing while `pending` is not empty ("indexing numpy (3/7)")
+    indexing: str = ""
     #: a standing problem of the model's engine the user must hear about (e.g. a server
     #: that ignores logit_bias, whose model is the top-K truncation); "" when none
     engine_warning: str = ""
@@ -129,17 +138,22 @@ def run(
             index_wait += wait_for_paths(index, request.needed_paths, given_up, index_progress)
             index, info = environment.api_index(request.settings)  # it may have failed meanwhile
         else:
-            pending = environment.pending(index, request.needed_paths)
+            pending = environment.pending(index, request.paths_before_decoding)
             if pending:
-                return indexing_result(request, pending, info, started)
+                return indexing_result(request, pending, info, started, index)
+    answer_now = request.mode == "inline" and not wait_for_index
     while True:
-        view = ReadyOnlyIndex(index, unknown=given_up, wait_optional=wait_for_index) if index is not None else None
-        control.index_pending = view.has_pending if view is not None else None
+        view = (
+            ReadyOnlyIndex(index, unknown=given_up, answer_now=answer_now, wait_optional=wait_for_index)
+            if index is not None
+            else None
+        )
+        control.index_pending = view.has_pending if view is not None and not answer_now else None
         decoded = _decode(request, host, view, control)
-        if view is None or not view.pending:
+        if view is None or not view.pending or answer_now:
             break
         if not wait_for_index:
-            return indexing_result(request, view.pending, info, started)
+            return indexing_result(request, view.pending, info, started, index)
         index_wait += wait_for_paths(index, view.pending, given_up, index_progress)
         index, info = environment.api_index(request.settings)
     result, plan, constraint = decoded
@@ -169,6 +183,9 @@ def run(
     counters["index_seconds"] = index.work_seconds() if index is not None else 0.0
     counters["prompt_tokens"] = len(plan.prompt_ids)
     counters["prompt_tokens_reused"] = result.prompt_reused
+    # mask time per constraint part (the rest of constraint_seconds: transitions, lazy checks)
+    counters["constraint_part_seconds"] = dict(getattr(constraint, "part_seconds", {}))
+    pending = tuple(tuple(p) for p in view.pending) if view is not None and answer_now else ()
     return CompletionResult(
         candidates=candidates,
         counters=counters,
@@ -178,6 +195,8 @@ def run(
         heal_text=plan.heal_text,
         prompt_tokens=len(plan.prompt_ids),
         fim=plan.fim,
+        pending=pending,
+        indexing=indexing_message(index, pending) if pending else "",
         request=request,
         engine_warning=getattr(host.model, "warning", "") or "",
     )
@@ -240,9 +259,11 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
     with host.lock:
         host.require_ready()
         lm = host.model
+        started = time.perf_counter()
         plan = host.prompt_builder(settings, heal=constrained).build(
             request.text, request.offset, multiline=settings.multiline, typed_word=request.typed_word
         )
+        planned = time.perf_counter()
         constraint = token_constraint(
             lm.vocab,
             index=view,
@@ -257,6 +278,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             syntax=constrained and settings.syntax_constraint,
             suffix=request.text[request.offset :],
         )
+        built = time.perf_counter()
         if request.mode == "inline" and settings.temperature <= 0.0:
             temperature, samples = 0.0, 1
         elif request.mode == "inline":
@@ -273,6 +295,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             stop=_stop_at_equals if keyword_choices else plan.stop,
             cancelled=control.should_stop,
             cache_key=request.document,
+            batch_siblings=True,
         )
         try:
             result = decoder_for(decoder_name, settings).decode(lm, constraint, decode_request)
@@ -281,6 +304,8 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             if reason == INDEX_PENDING:
                 return None
             raise CompletionCancelled(reason or "cancelled") from None
+    result.counters.prompt_seconds = planned - started
+    result.counters.constraint_setup_seconds = built - planned
     return result, plan, constraint
 
 
@@ -304,16 +329,33 @@ def wait_for_paths(index, paths, given_up: set, progress: Callable[[str], None] 
     return time.perf_counter() - started
 
 
-def indexing_result(request: CompletionRequest, pending, info: ConstraintInfo, started: float) -> CompletionResult:
+def indexing_message(index, pending) -> str:
+    """What the index is doing for `pending` paths, per top-level package with its
+    progress where the index counts it: "indexing numpy (3/7)"."""
+    parts = []
+    for root in dict.fromkeys(key_path(p)[0] for p in pending if key_path(p)):
+        try:
+            progress = index.progress(root) if index is not None else None
+        except Exception:
+            progress = None
+        parts.append(f"indexing {root} ({progress[0]}/{progress[1]})" if progress else f"indexing {root}")
+    return ", ".join(parts)
+
+
+def indexing_result(
+    request: CompletionRequest, pending, info: ConstraintInfo, started: float, index=None
+) -> CompletionResult:
     """The answer while API members `pending` are computed: no candidates, status "indexing"."""
     names = ", ".join(describe_key(p) for p in pending)
+    status = indexing_message(index, pending)
     return CompletionResult(
         candidates=[],
         counters={"service_seconds": time.perf_counter() - started, "index_wait_seconds": 0.0},
         constraint=info,
         status=INDEXING,
-        message=f"computing the API members of {names}; completions follow when they are ready",
+        message=f"{status}: computing the API members of {names}; completions follow when they are ready",
         pending=tuple(tuple(p) for p in pending),
+        indexing=status,
         request=request,
     )
 

@@ -75,6 +75,8 @@ class CompletionRequest:
     local_modules: frozenset[str] = frozenset()
     #: the API index paths the completion needs before decoding (`cursor_paths`)
     needed_paths: tuple[tuple[str, ...], ...] = ()
+    #: the part of them that is the attribute chain at the cursor (`chain_paths`)
+    chain_paths: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def build(
@@ -94,6 +96,7 @@ class CompletionRequest:
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
         roots = document_roots(text)
+        line_prefix = text[line_start:offset]
         receivers = receiver_bindings(text, offset, roots)
         return cls(
             text=text,
@@ -109,10 +112,11 @@ class CompletionRequest:
             local_modules=modules_beside(document),
             needed_paths=tuple(
                 dict.fromkeys(
-                    cursor_paths(text[line_start:offset], roots, receivers)
+                    cursor_paths(line_prefix, roots, receivers)
                     + (open_call_paths(text, offset, {**receivers, **roots}) if (settings or Settings()).keyword_arguments else ())
                 )
             ),
+            chain_paths=chain_paths(line_prefix, roots, receivers),
         )
 
     @property
@@ -126,6 +130,13 @@ class CompletionRequest:
         """The cursor line up to the cursor."""
         line_start = max(self.text.rfind("\n", 0, self.offset), self.text.rfind("\r", 0, self.offset)) + 1
         return self.text[line_start : self.offset]
+
+    @property
+    def paths_before_decoding(self) -> tuple[tuple[str, ...], ...]:
+        """What must be answered before any decode: every needed path for a list; for
+        ghost text only the chain at the cursor (the rest may still be computed: that
+        answer leaves their members out, see `completion.pipeline`)."""
+        return self.chain_paths if self.mode == "inline" else self.needed_paths
 
     @property
     def decoder(self) -> str:
@@ -166,15 +177,24 @@ def cursor_paths(
     the document imports (`roots`) and every prefix of the attribute chain at the cursor
     (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1; after a
     typed receiver, ``a.`` -> what ``a`` has, `members_key`)."""
-    paths = list(roots.values())
+    return tuple(dict.fromkeys([*(members_key(p) for p in roots.values()), *chain_paths(line_prefix, roots, receivers)]))
+
+
+def chain_paths(
+    line_prefix: str, roots: dict[str, tuple[str, ...]], receivers: dict[str, tuple[str, ...]] | None = None
+) -> tuple[tuple[str, ...], ...]:
+    """The index keys of every prefix of the attribute chain at the end of `line_prefix`
+    from its imported root or typed receiver on (``tf.compat.v1.`` -> tensorflow,
+    tensorflow.compat, tensorflow.compat.v1); () when the cursor is not on such a chain."""
     match = _CURSOR_CHAIN.search(line_prefix)
-    if match:
-        names = [name.strip() for name in match.group(1).split(".")]
-        root = roots.get(names[0]) or (receivers or {}).get(names[0])
-        if root:
-            chain = tuple(root) + tuple(names[1:])
-            paths.extend(chain[:depth] for depth in range(len(root), len(chain) + 1))
-    return tuple(dict.fromkeys(members_key(p) for p in paths))
+    if not match:
+        return ()
+    names = [name.strip() for name in match.group(1).split(".")]
+    root = roots.get(names[0]) or (receivers or {}).get(names[0])
+    if not root:
+        return ()
+    chain = tuple(root) + tuple(names[1:])
+    return tuple(members_key(chain[:depth]) for depth in range(len(root), len(chain) + 1))
 
 
 def open_call_paths(text: str, offset: int, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:

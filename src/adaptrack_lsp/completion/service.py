@@ -26,7 +26,6 @@ from typing import Any
 from adaptrack_lsp.completion.model_host import ModelHost, ModelLoader, ProgressCallback, ServiceNotReady
 from adaptrack_lsp.completion.pipeline import (
     INDEX_WAIT_LIMIT_S,
-    INDEXING,
     CompletionCancelled,
     CompletionResult,
     indexing_result,
@@ -168,13 +167,14 @@ class CompletionService:
         computed (their look-ups are started), else None.  Cheap: waits for nothing."""
         started = time.perf_counter()
         index, info = self.constraints.api_index(request.settings)
-        pending = self.constraints.pending(index, request.needed_paths)
-        return indexing_result(request, pending, info, started) if pending else None
+        pending = self.constraints.pending(index, request.paths_before_decoding)
+        return indexing_result(request, pending, info, started, index) if pending else None
 
     def when_indexed(self, result: CompletionResult, callback: Callable[[bool], None]) -> None:
-        """For an "indexing" answer: `callback(answered)` once the paths it waits for are
-        computed (the client may ask again then); nothing for other answers."""
-        if result.status == INDEXING and result.pending and result.request is not None:
+        """For an answer with paths still being computed (an "indexing" answer, or ghost
+        text answered without them): `callback(answered)` once they are computed (the
+        client may ask again then); nothing for other answers."""
+        if result.pending and result.request is not None:
             self.constraints.when_ready(result.request.settings, result.pending, callback, INDEX_WAIT_LIMIT_S)
 
     def submit(self, request: CompletionRequest, cancelled: Callable[[], bool] | None = None) -> concurrent.futures.Future:

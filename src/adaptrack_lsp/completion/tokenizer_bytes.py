@@ -15,7 +15,8 @@ SentencePiece leading spaces and splits multi-byte characters):
   logits) are padding: no bytes, never valid.
 
 Several ids may end a sequence: the tokenizer's EOS, the generation config's EOS ids
-(passed as ``extra_eos_ids``) and well-known end markers present as special tokens.
+(passed as ``extra_eos_ids``) and the end markers llama.cpp names end-of-generation
+when present as special tokens (`END_OF_SEQUENCE_TOKENS`).
 `round_trip_mismatches` checks ``decode_bytes(encode(text)) == text`` on sample texts.
 """
 
@@ -29,11 +30,18 @@ from typing import Any
 
 from adaptrack_lsp.completion.vocab import Vocabulary
 
-#: special tokens that end a completion when the tokenizer defines them
+#: special tokens that end a completion when the tokenizer defines them: the names
+#: llama.cpp ends generation at (`llama_vocab_is_eog`: end-of-text and end-of-turn
+#: markers, and the FIM pad, repository and file-separator markers), so that a model
+#: ends its sequences at the same ids whichever engine runs it
 END_OF_SEQUENCE_TOKENS = (
     "<|endoftext|>",
     "<|im_end|>",
     "<|file_sep|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|eom_id|>",
+    "<end_of_turn>",
     "<|eot_id|>",
     "<|end_of_text|>",
     "<|end|>",

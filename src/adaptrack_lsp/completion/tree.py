@@ -42,6 +42,15 @@ the LM's full distribution where the engine gives one.  At a temperature other t
 (and where the engine cannot exclude tokens) a partial node is the top-K truncation:
 the tail is dropped and the listed tokens renormalised (`truncated`).
 
+**Sibling batches** (`DecodeRequest.batch_siblings`, models whose `batched_nodes` is
+true).  A search that goes wide evaluates many children of one node: when a node's
+parent already has an evaluated child, the node is evaluated in one forward pass with
+the parent's next most probable valid children not evaluated yet (as many as the parent
+has evaluated children, at most `MAX_SIBLING_BATCH`: the batch doubles while the search
+stays wide).  Their distributions wait in the tree until the decoder evaluates them
+(then they count in `lm_calls`, and as `lm_ahead` when computed); nothing a decoder sees
+changes but the time.
+
 Probabilities are float64 from the LM's log-probabilities (float32 from neural models,
 float64 from exact tabular ones, so that near ties are decided in float64).
 """
@@ -72,6 +81,10 @@ UNCHECKED, INVALID, VALID = -1, 0, 1
 TAIL = -1
 #: below this log-probability float32 exp loses precision (denormals) and then underflows
 FLOAT32_EXP_FLOOR = -80.0
+#: most siblings evaluated ahead in one forward pass (see the module docstring)
+MAX_SIBLING_BATCH = 32
+#: most distributions computed ahead and not used yet, per tree
+MAX_AHEAD = 4 * MAX_SIBLING_BATCH
 #: tokens per block when drawing from a large distribution in two levels
 DRAW_BLOCK = 1024
 #: validity checks per constraint call in `check_top_p`
@@ -242,10 +255,16 @@ class PrefixTree:
             lm.deadline = self.deadline
         #: nodes where a token the constraint allows had probability 0 under the model
         self.zero_probability_valid = 0
+        #: evaluate siblings ahead in one forward pass (see the module docstring)
+        self.batch_siblings = bool(request.batch_siblings) and not self.partial and bool(getattr(lm, "batched_nodes", False))
+        #: (parent node, token) -> log P(.|parent + token) computed ahead, not used yet
+        self._ahead: dict[tuple[Node, int], np.ndarray] = {}
 
         fed_before = lm.tokens_fed
         calls_before = getattr(lm, "server_calls", 0)
+        start = time.perf_counter()
         info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens, cache_key=request.cache_key)
+        self.counters.lm_seconds += time.perf_counter() - start  # the prompt's feed is model time too
         self.prompt_info = info
         self.counters.server_calls += getattr(lm, "server_calls", 0) - calls_before
         fed = lm.tokens_fed - fed_before
@@ -281,6 +300,75 @@ class PrefixTree:
         self.poll()
         with self._lm_call():
             logprobs = self.lm.next_logprobs(node.path())
+        return self._checked_logprobs(logprobs)
+
+    def _first_distribution(self, node: Node) -> np.ndarray:
+        """log P(.|node) for the node's first evaluation: computed ahead with a sibling
+        (counted now), or asked of the LM, with the parent's next siblings in the same
+        forward pass where the search goes wide (see the module docstring)."""
+        if self._ahead:
+            ahead = self._ahead.pop((node.parent, node.token), None)
+            if ahead is not None:
+                self.counters.lm_calls += 1
+                return self._checked_logprobs(ahead)
+        siblings = self._siblings_ahead(node) if self.batch_siblings else []
+        if not siblings:
+            return self._ask_lm(node)
+        self.poll()
+        path = node.path()
+        parent_path = path[:-1]
+        with self._lm_call():
+            results = self.lm.next_logprobs_batch([path] + [parent_path + [token] for token in siblings])
+        if len(results) != len(siblings) + 1:
+            raise ValueError(f"the LM returned {len(results)} distributions for {len(siblings) + 1} paths")
+        self.counters.lm_ahead += len(siblings)
+        for token, logprobs in zip(siblings, results[1:]):
+            self._ahead[(node.parent, token)] = logprobs
+        return self._checked_logprobs(results[0])
+
+    def _siblings_ahead(self, node: Node) -> list[int]:
+        """The tokens of the parent's next most probable valid children to evaluate with
+        `node`: none unless the parent already has an evaluated child; then as many as
+        it has (at most `MAX_SIBLING_BATCH`), skipping children that are evaluated,
+        computed ahead, or leaves (EOS, a stop rule, `max_new_tokens`)."""
+        parent = node.parent
+        if parent is None or not parent.evaluated or not parent.valid or node.depth >= self.max_new_tokens:
+            return []
+        if len(self._ahead) >= MAX_AHEAD:
+            return []
+        done = sum(1 for child in parent.children.values() if child.evaluated)
+        if not done:
+            return []
+        want = min(MAX_SIBLING_BATCH, done)
+        weights = parent.probs * ((parent.validity == VALID) & (parent.child_q > 0.0))
+        reach = min(weights.size, want + len(parent.children) + 1)
+        if reach <= 0:
+            return []
+        top = np.argpartition(-weights, reach - 1)[:reach] if reach < weights.size else np.arange(weights.size)
+        top = top[np.argsort(-weights[top], kind="stable")]
+        stop = self.request.stop
+        eos = self.vocab.eos_ids
+        chosen: list[int] = []
+        for index in top.tolist():
+            if len(chosen) >= want or weights[index] <= 0.0:
+                break
+            if index == node.index_in_parent:
+                continue
+            child = parent.children.get(index)
+            if child is not None and (child.evaluated or child.leaf):
+                continue
+            token = int(parent.candidates[index])
+            if token in eos or (parent, token) in self._ahead:
+                continue
+            text = self.vocab.text(token)
+            if stop is not None and text and stop(parent.text + text, len(parent.text)):
+                continue
+            chosen.append(token)
+        return chosen
+
+    def _checked_logprobs(self, logprobs) -> np.ndarray:
+        """The LM's log-probabilities as float32/float64 over the vocabulary; raises
+        ModelError on NaN, +inf or all -inf."""
         logprobs = np.asarray(logprobs)
         if logprobs.dtype != np.float64:
             logprobs = logprobs.astype(np.float32, copy=False)
@@ -351,7 +439,7 @@ class PrefixTree:
         if self.partial:
             self._evaluate_partial(node, validity)
             return
-        logprobs = self._ask_lm(node)
+        logprobs = self._first_distribution(node)
         scaled = self._scaled(logprobs)
         eligible = np.where(self._special_or_padding, -np.inf, scaled)
         best = float(eligible.max())

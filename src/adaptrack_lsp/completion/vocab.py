@@ -101,6 +101,15 @@ class Vocabulary:
         vocab.names = list(tokens)
         return vocab
 
+    def with_eos_ids(self, extra: Iterable[int]) -> Vocabulary:
+        """This vocabulary with `extra` ids ending sequences too (a new object: tables
+        built for this one stay valid for it)."""
+        vocab = Vocabulary(self.token_bytes, self.eos_ids | {int(i) for i in extra}, self.size, self.special_ids)
+        names = getattr(self, "names", None)
+        if names is not None:
+            vocab.names = names
+        return vocab
+
     # -- queries ------------------------------------------------------------------
     def __len__(self) -> int:
         return self.size

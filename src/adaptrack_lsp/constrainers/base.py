@@ -30,6 +30,11 @@ class Constrainer(ABC):
     #: where validity comes from, for display (e.g. "numpy 2.4.6")
     source: str = ""
 
+    @property
+    def label(self) -> str:
+        """The part's name in timings (the latency split per constraint): its class name."""
+        return type(self).__name__
+
     @abstractmethod
     def start(self, context: Any = None) -> State:
         """State before any generated text; `context` is the prompt context (document)."""

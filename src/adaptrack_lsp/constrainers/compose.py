@@ -162,3 +162,12 @@ class TokenAllOf(TokenConstraint):
 
     def resolved_chains(self, text: str) -> list[tuple[str, ...]]:
         return [chain for part in self.parts for chain in part.resolved_chains(text)]
+
+    @property
+    def part_seconds(self) -> dict[str, float]:
+        """Mask seconds per constraint part, over the parts that time theirs."""
+        merged: dict[str, float] = {}
+        for part in self.parts:
+            for label, seconds in getattr(part, "part_seconds", {}).items():
+                merged[label] = merged.get(label, 0.0) + seconds
+        return merged

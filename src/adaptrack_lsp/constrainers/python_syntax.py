@@ -371,6 +371,13 @@ class _Parser:
         return found
 
 
+#: pending names whose continuations may become a keyword or a string prefix: every other
+#: pending name is continued and ended by the same tokens (one mask serves them all)
+_NAME_SENSITIVE = frozenset(w[:i] for w in KEYWORDS | SOFT_KEYWORDS for i in range(1, len(w) + 1))
+_NAME_SENSITIVE_LOWER = frozenset(p[:i] for p in STRING_PREFIXES for i in range(1, len(p) + 1))
+#: the stand-in for such a pending name in mask keys
+_ANY_NAME = object()
+
 @dataclass(frozen=True)
 class _Terms:
     """Terminal ids the lexer emits, looked up once per table."""
@@ -421,6 +428,17 @@ class _Terms:
         )
 
 
+def _mask_key(state: State):
+    """`state` for mask caching: a pending name that no continuation turns into a
+    keyword or a string prefix is replaced by one stand-in (its mask does not depend on
+    its text: identifier tokens continue it, every other token ends it as a NAME)."""
+    if state[1] == _NAME:
+        data = state[2]
+        if data not in _NAME_SENSITIVE and data.lower() not in _NAME_SENSITIVE_LOWER:
+            return (state[0], _NAME, _ANY_NAME, *state[3:])
+    return state
+
+
 def _width(indent: str) -> tuple[int, int]:
     """(column with tabs to multiples of 8, column with tabs as 1), as CPython measures
     indentation; a form feed resets the column."""
@@ -458,6 +476,12 @@ class PythonSyntax(Constrainer):
         self.line_suffix = suffix if newline < 0 else suffix[:newline]
         self.empty = (self.parser.start, _LINE, "", "", ((0, 0),), False)
         self._prepared: tuple[str, State] | None = None
+        #: masks by state, a pending name that cannot become a keyword or a string prefix
+        #: standing for all of them (`_mask_key`), for the vocabulary `_masks_for`
+        self._masks: dict = {}
+        self._masks_for = None
+        #: what mask walks found, kept for the request (`python_syntax_mask._Walker`)
+        self.mask_walks: tuple[dict, dict] = ({}, {})
         #: how long the last `prepare` took (seconds) and how many characters it parsed
         self.setup_seconds = 0.0
         self.setup_chars = 0
@@ -502,10 +526,23 @@ class PythonSyntax(Constrainer):
         return state[1] == _FREE
 
     def token_mask(self, state: State, index):
-        """The mask from per-vocabulary token tables (`python_syntax_mask`)."""
+        """The mask from per-vocabulary token tables (`python_syntax_mask`), computed once
+        per mask key: the states after ``np.mod`` and ``np.long`` (a pending name no
+        continuation turns into a keyword or a string prefix) share one mask, so a search
+        over the siblings of a wide node computes it once."""
         from adaptrack_lsp.constrainers.python_syntax_mask import token_mask
 
-        return token_mask(self, state, index)
+        if index.vocab is not self._masks_for:
+            self._masks, self._masks_for = {}, index.vocab
+            self.mask_walks = ({}, {})
+        key = _mask_key(state)
+        if key in self._masks:
+            return self._masks[key]
+        mask = token_mask(self, state, index)
+        if mask is not None:
+            mask.setflags(write=False)  # shared by every state of the key
+        self._masks[key] = mask
+        return mask
 
     def is_complete(self, state: State) -> bool:
         if state[1] == _FREE:

@@ -245,13 +245,20 @@ def token_mask(syntax, state, index) -> np.ndarray | None:
     return mask
 
 
+#: most walks kept per `PythonSyntax` (each a bool[vocab.size])
+MAX_KEPT_WALKS = 256
+
+
 class _Walker:
-    """Walks a token trie with the parser for one mask."""
+    """Walks a token trie with the parser.  The answers are kept on the `PythonSyntax`
+    (one request): a walk depends only on the trie, the stacks and the open brackets,
+    which many states share (the siblings ``np.mod``, ``np.i``, ``np.ex`` all continue
+    or end a name on the same stacks)."""
 
     def __init__(self, syntax, tables: SyntaxVocab):
         self.syntax = syntax
         self.feed = syntax.parser.feed
-        self._possible: dict = {}
+        self._walks, self._possible = syntax.mask_walks
 
     def possible(self, stacks, paths) -> bool:
         key = (stacks, paths)
@@ -264,6 +271,16 @@ class _Walker:
     def walk(self, trie: _Trie, stacks, brackets: str, mask: np.ndarray) -> None:
         if not stacks:
             return
+        key = (id(trie), stacks, brackets)
+        found = self._walks.get(key)
+        if found is None:
+            found = np.zeros(mask.size, dtype=bool)
+            self._walk(trie, stacks, brackets, found)
+            if len(self._walks) < MAX_KEPT_WALKS:
+                self._walks[key] = found
+        mask |= found
+
+    def _walk(self, trie: _Trie, stacks, brackets: str, mask: np.ndarray) -> None:
         feed = self.feed
         pending = [(trie, stacks)]
         while pending:

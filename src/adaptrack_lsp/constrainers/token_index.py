@@ -11,6 +11,9 @@
   valid from here on) so the walk takes whole subtrees at once.  `AllOf` masks are the
   AND of their parts' masks.
 
+`part_seconds` (the root index of an `AllOf`): seconds each part spent computing
+masks, by the part's `label` (what the latency split reports per constraint).
+
 EOS ids are valid iff the constrainer `is_complete` in the state (`advance` then returns
 the terminal state `END`, after which nothing is valid); special ids other than EOS and
 padding ids (>= vocab.num_defined) never; ordinary tokens with empty text always (they
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import time
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
@@ -223,6 +227,8 @@ class TokenIndex(TokenConstraint):
         self._initial: tuple[State] | None = None
         #: per-constrainer mask machinery (e.g. the API monitor's), owned by the constrainer
         self.plan_cache: dict[Any, Any] = {}
+        #: part label -> seconds spent computing that part's masks (an `AllOf`'s index)
+        self.part_seconds: dict[str, float] = {}
 
     # -- construction helpers -------------------------------------------------------
     def child(self, position: int, constrainer: Constrainer) -> TokenIndex:
@@ -293,10 +299,14 @@ class TokenIndex(TokenConstraint):
         constrainer = self.constrainer
         if isinstance(constrainer, AllOf):
             mask = None
+            seconds = self.part_seconds
             for position, (part, part_state) in enumerate(
                 zip(constrainer.parts, state)
             ):
+                started = time.perf_counter()
                 part_mask = self.child(position, part).mask(part_state)
+                label = part.label
+                seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - started
                 mask = (
                     part_mask.copy()
                     if mask is None
@@ -307,11 +317,14 @@ class TokenIndex(TokenConstraint):
                 mask[self.tables.eos_ids] = True
                 mask[self.tables.empty_ids] = True
             return mask
+        started = time.perf_counter()
         mask = constrainer.token_mask(state, self)
         if mask is None:
             mask = self.walk_mask(state)
         else:
             mask = np.array(mask, dtype=bool, copy=True)
+        label = constrainer.label
+        self.part_seconds[label] = self.part_seconds.get(label, 0.0) + time.perf_counter() - started
         mask[self.tables.eos_ids] = bool(constrainer.is_complete(state))
         mask[self.tables.empty_ids] = True
         return mask

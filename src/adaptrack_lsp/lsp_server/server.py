@@ -319,6 +319,9 @@ class AdaptrackServer(LanguageServer):
             return
         if ticket is None:
             ticket = service.begin_load()  # before any await: a configuration arriving now sees the load
+        # before any await too: a request answered while the client creates the progress
+        # token is not a silent empty answer
+        self.send_status("loading", f"loading {self.settings.model}")
         token = None
         if _client_supports_progress(self):
             token = f"adaptrack-load-{next(self._progress_ids)}"
@@ -335,7 +338,6 @@ class AdaptrackServer(LanguageServer):
                 ),
             )
         self._not_ready_logged = False
-        self.send_status("loading", f"loading {self.settings.model}")
 
         def progress(message: str, percentage: int | None = None) -> None:
             if token is not None:
@@ -478,8 +480,11 @@ class AdaptrackServer(LanguageServer):
         except Exception as error:
             self.health.request_failed(f"{type(error).__name__}: {error}")
             raise
-        if result.status == INDEXING:
-            self.send_status("indexing", result.message)
+        if result.status == INDEXING or (result.pending and result.status != "failed"):
+            # an empty answer while members are computed, or ghost text answered without
+            # them: either way the status says what is being indexed, until it is done
+            message = result.message if result.status == INDEXING else f"{result.indexing}; meanwhile completions leave out members not computed yet"
+            self.send_status("indexing", message)
             service.when_indexed(result, lambda answered: self.call_soon(self.index_ready, answered))
             return result, edit_range
         if self._status is not None and self._status[0] == "indexing" and not result.constraint.problem and self.health.state == "ready":

@@ -61,6 +61,10 @@ class LanguageModel(ABC):
     #: requests sent to a remote engine (0 for in-process engines); the tree counts the
     #: difference per decode as `server_calls`
     server_calls: int = 0
+    #: `next_logprobs_batch` of sibling paths costs about one forward pass (the prefix
+    #: tree then evaluates a node's next siblings with it, ahead of need; see
+    #: `PrefixTree`); False: a batch is as dear as its paths one by one
+    batched_nodes: bool = False
     #: `time.perf_counter()` by which the current decode must end (set by the prefix
     #: tree; None: unbounded).  Backends that wait on I/O stop waiting there and raise
     #: `BudgetExceeded`; in-process backends ignore it.

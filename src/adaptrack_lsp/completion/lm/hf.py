@@ -15,6 +15,13 @@ puts them together) and the KV state:
 - `set_prompt` reuses the longest common token prefix with the previous prompt of the
   same `cache_key` (document URI), keeping an LRU of a few prompt caches, so a small
   edit does not re-feed the file; prompts longer than the context are left-truncated.
+- `next_logprobs_batch` of siblings (paths that differ only in their last token) is one
+  forward pass: the cache is brought to the parent, the last tokens go in as one
+  sequence with a 4D attention mask in which each sees the parent and itself only (tree
+  attention, every one at the parent's length as position), their key/values go to the
+  node store and the cache is cropped back.  The first such batch is checked against
+  one-by-one evaluation; a model whose forward ignores the explicit mask (or fails on
+  it) falls back to one path at a time, logged.
 
 `lm.loading.load_model` returns the subclass `static_cache.StaticCacheLanguageModel`
 (static buffers, CUDA graphs, batched steps) when the `kv_cache` option selects it (the
@@ -62,6 +69,11 @@ _DTYPES = {
     "float16": torch.float16,
     "fp16": torch.float16,
 }
+
+
+#: largest difference of log-probabilities between a sibling batch and single forwards
+#: (float32 rounding of another summation order is about 1e-5)
+SIBLING_BATCH_TOLERANCE = 1e-3
 
 
 class CacheCropError(RuntimeError):
@@ -189,6 +201,13 @@ class HFLanguageModel(LanguageModel):
         self._node_store = True
         self._padding = np.arange(vocab.size) >= vocab.num_defined
         self._padding_mask = None  # the same as a torch tensor on the model's device
+        #: siblings go through one forward pass (None: not checked yet; False: unsupported)
+        self._sibling_batches: bool | None = None
+
+    @property
+    def batched_nodes(self) -> bool:
+        """`next_logprobs_batch` of siblings costs about one forward pass."""
+        return self._sibling_batches is not False
 
     # -- prompt -------------------------------------------------------------------------
     def set_prompt(
@@ -304,6 +323,106 @@ class HFLanguageModel(LanguageModel):
         try:
             logits = self._feed(slot, path[position - prompt_length :], path_offset=position - prompt_length, path=path)
             return self._logprobs(logits)
+        except BaseException:
+            self.clear_cache()  # a failed or interrupted forward leaves no trustworthy state
+            raise
+
+    def next_logprobs_batch(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Siblings (paths of one length that share all but their last token) in one
+        forward pass (see the module docstring); other batches one path at a time."""
+        paths = [[int(t) for t in path] for path in paths]
+        if (
+            len(paths) < 2
+            or self._sibling_batches is False
+            or not paths[0]
+            or any(len(p) != len(paths[0]) or p[:-1] != paths[0][:-1] for p in paths)
+        ):
+            return [self.next_logprobs(p) for p in paths]
+        parent = paths[0][:-1]
+        tokens = [p[-1] for p in paths]
+        try:
+            results = self._siblings(parent, tokens)
+        except ModelError:
+            raise
+        except Exception as error:  # an architecture that cannot take the explicit mask
+            self.clear_cache()
+            self._sibling_batches = False
+            log.warning("sibling batches unavailable for %s (%s: %s); one path at a time", self.name, type(error).__name__, error)
+            return [self.next_logprobs(p) for p in paths]
+        if self._sibling_batches is None:  # first batch: checked against a plain forward
+            reference = self.next_logprobs(paths[0])
+            finite = np.isfinite(reference)
+            same_support = np.array_equal(finite, np.isfinite(results[0]))
+            difference = float(np.max(np.abs(reference[finite] - results[0][finite]))) if same_support and finite.any() else np.inf
+            if not difference <= SIBLING_BATCH_TOLERANCE:
+                self._sibling_batches = False
+                self._clear_node_store()  # the batch's key/values are not trustworthy
+                log.warning("sibling batches of %s differ from single forwards by %.3g; one path at a time", self.name, difference)
+                return [reference] + [self.next_logprobs(p) for p in paths[1:]]
+            self._sibling_batches = True
+        return results
+
+    def _siblings(self, parent: list[int], tokens: list[int]) -> list[np.ndarray]:
+        slot = self._active
+        if slot is None or slot.root_logprobs is None:
+            raise ModelError("set_prompt must be called before next_logprobs_batch")
+        prompt_length = len(slot.prompt)
+        self._checked_length(parent + [tokens[0]], prompt_length)
+        self._check_ids(tokens, "path")
+        parent_length = prompt_length + len(parent)
+        # the cache to exactly prompt + parent: crop to the common prefix, restore stored
+        # key/values, feed what is missing
+        common = prompt_length
+        limit = min(len(slot.ids), parent_length)
+        while common < limit and slot.ids[common] == parent[common - prompt_length]:
+            common += 1
+        try:
+            crop_cache(slot.cache, common)
+            del slot.ids[common:]
+        except CacheCropError:
+            self._rebuild(slot, prompt_length)
+            common = prompt_length
+        restored, position = self._stored_run(parent + [tokens[0]], prompt_length, common, parent_length + 1)
+        try:
+            if restored:
+                append_kv(slot.cache, restored[0] if len(restored) == 1 else torch.cat(restored, dim=-2))
+                slot.ids.extend(parent[common - prompt_length : position - prompt_length])
+            if position < parent_length:
+                self._feed(slot, parent[position - prompt_length :], path_offset=position - prompt_length, path=parent)
+            count = len(tokens)
+            dtype = self.model.dtype if self.model.dtype.is_floating_point else torch.float32
+            mask = torch.full((1, 1, count, parent_length + count), torch.finfo(dtype).min, dtype=dtype, device=self.device)
+            mask[..., :parent_length] = 0
+            rows = torch.arange(count, device=self.device)
+            mask[0, 0, rows, parent_length + rows] = 0
+            with torch.inference_mode():
+                started = time.perf_counter()
+                output = self.model(
+                    input_ids=torch.tensor([tokens], dtype=torch.long, device=self.device),
+                    attention_mask=mask,
+                    position_ids=torch.full((1, count), parent_length, dtype=torch.long, device=self.device),
+                    use_cache=True,
+                    **{self._cache_keyword: slot.cache},
+                )
+                logits = output.logits[0]
+                if logits.device.type != "cpu":
+                    logits = logits.float().cpu()
+                self.forward_seconds += time.perf_counter() - started
+                self.forward_calls += 1
+                returned = returned_cache(output)
+                if returned is not None and returned is not slot.cache:
+                    slot.cache = returned
+                self.tokens_fed += count
+                if self._node_store and cache_supports_node_store(slot.cache):
+                    kv = last_tokens_kv(slot.cache, count)
+                    per_token = kv.element_size() * kv.numel() // count
+                    for index, token in enumerate(tokens):
+                        key = (*parent, token)
+                        if key not in self._node_kv and self._node_kv_bytes + per_token <= self.max_node_cache_bytes:
+                            self._node_kv[key] = kv[..., index : index + 1, :]
+                            self._node_kv_bytes += per_token
+                crop_cache(slot.cache, parent_length)  # the siblings are not on the path
+            return [self._logprobs(logits[index]) for index in range(count)]
         except BaseException:
             self.clear_cache()  # a failed or interrupted forward leaves no trustworthy state
             raise

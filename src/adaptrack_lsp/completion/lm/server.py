@@ -26,7 +26,11 @@ What this module owns:
   (else the model is the top-K truncation and `warning` says so) and whether the
   excluded draw's log-probability is raw or renormalised; whether a full distribution
   can be asked for (llama-server: its vocabulary size; vLLM: started with
-  ``--max-logprobs -1``, one probe).
+  ``--max-logprobs -1``, one probe); and at which special tokens the server ends
+  generation (each one the tokenizer does not name an end is forced once, when there
+  are few): those end a sequence here too, so a sequence ends where the engine ends it
+  and P(s | c) is the one the same model has in process (llama.cpp ends at every
+  `llama_vocab_is_eog` token, e.g. Qwen's ``<|fim_pad|>``).
 - **requests**: every sampler neutral on every request (llama-server's defaults are
   top_k 40, top_p 0.95, min_p 0.05, ...), token-id prompts, the API key from the
   environment variable the settings name (never logged), TLS verified against the
@@ -92,6 +96,9 @@ PROBE_TEXTS = (
 )
 #: the prompt of the connect probes
 PROBE_PROMPT = "def add(a, b):\n    return a"
+#: special tokens (not named an end by the tokenizer) forced once at connect to learn
+#: whether the server ends generation at them; with more, none is probed (logged)
+MAX_END_PROBES = 32
 #: log-probabilities that differ by more than this between two temperatures are not raw
 RAW_TOLERANCE = 2e-3
 #: the most times an exclusion draw is repeated when the server returns an excluded id
@@ -670,6 +677,7 @@ class ServerLanguageModel(PartialLanguageModel):
             self._read_llamacpp_context()
         self._check_tokenizer()
         self._check_logprobs()
+        self._check_end_tokens()
         if not self._tokenizer_checked_by_endpoint and not self._bytes_checked:
             log.warning("the server at %s offers no /tokenize and no token bytes: the tokenizer %r could not be checked against it", self.url, self.tokenizer_name)
         self.connected = True
@@ -817,6 +825,44 @@ class ServerLanguageModel(PartialLanguageModel):
         elif self.can_exclude:
             self._full_size = self.server_vocab_size or self._probe_full_distribution(probe)
         self.can_enumerate = self._full_size is not None
+
+    def _check_end_tokens(self) -> None:
+        """Special ids the server ends generation at that the tokenizer does not name an
+        end (llama.cpp's end-of-generation set is wider than most tokenizers' EOS): they
+        become end-of-sequence ids of `vocab`, so sequences end where the engine ends
+        them.  Each is forced once (logit_bias +100, greedy, two tokens): the server ends
+        at it when it generates it alone and stops."""
+        if not self.can_exclude:
+            return  # a server that ignores logit_bias cannot be made to generate a token
+        candidates = sorted(t for t in self.vocab.special_ids if t not in self.vocab.eos_ids and t < self.vocab.num_defined)
+        if not candidates:
+            return
+        if len(candidates) > MAX_END_PROBES:
+            log.info("%d special tokens: not probed for where the server at %s ends generation", len(candidates), self.url)
+            return
+        probe = self.encode(PROBE_PROMPT)
+        ends = [token for token in candidates if self._ends_generation(probe, token)]
+        if ends:
+            names = ", ".join(self.tokenizer.convert_ids_to_tokens(t) if hasattr(self.tokenizer, "convert_ids_to_tokens") else str(t) for t in ends)
+            log.info("the server at %s ends generation at %s too: sequences end there", self.url, names)
+            self.vocab = self.vocab.with_eos_ids(ends)
+            self._ineligible = None
+
+    def _ends_generation(self, prompt: Sequence[int], token: int) -> bool:
+        """Whether the server stops right after generating `token` (forced by logit_bias)."""
+        body = self._body(prompt, max_tokens=2, logprobs=1, greedy=True, seed=0)
+        if self.dialect == "llamacpp":
+            native = {key: value for key, value in body.items() if key not in ("max_tokens", "logprobs", "model", "n", "echo")}
+            native.update({"n_predict": 2, "n_probs": 0, "return_tokens": True, "logit_bias": [[int(token), 100.0]]})
+            data = self._post_completion(native, "an end-of-generation probe", NATIVE_COMPLETION)
+            return [int(t) for t in data.get("tokens") or []] == [token] and data.get("stop_type") == "eos"
+        body["logit_bias"] = {str(int(token)): 100}
+        data = self._post_completion(body, "an end-of-generation probe")
+        choice = data["choices"][0] if isinstance(data.get("choices"), list) and data["choices"] else {}
+        if not isinstance(choice, dict) or choice.get("finish_reason") != "stop":
+            return False
+        positions = self._reply(data, keep=1).positions
+        return [position.token for position in positions] == [token]
 
     def _probe_full_distribution(self, probe: Sequence[int]) -> int | None:
         """The vocabulary's size when the server lists that many log-probabilities (vLLM

@@ -256,6 +256,12 @@ class StaticCacheLanguageModel(HFLanguageModel):
             log.info("%s: static KV cache off (%s); using the dynamic cache", self.name, self.static_reason)
 
     @property
+    def batched_nodes(self) -> bool:
+        """Batches are rows of one forward pass on the static path only (the dynamic
+        fallback evaluates them one by one)."""
+        return self.static
+
+    @property
     def static(self) -> bool:
         """Whether this model runs on the static path."""
         return self.static_reason is None
