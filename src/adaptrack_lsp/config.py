@@ -221,6 +221,9 @@ class Settings:
     temperature: float = _validated(0.0, _temperature)
     num_samples: int = _validated(5, _between(1, 64))
     max_new_tokens: int = _validated(48, _between(1, 1024))
+    #: tokens of project context before the current file: other open documents and the
+    #: workspace modules the file imports (0 = none; docs/context.md)
+    context_tokens: int = _validated(1024, _between(0, 32768))
     #: None = unbounded backtracking (exact AdapTrack)
     max_backtrack_distance: int | None = _validated(None, _optional_at_least(0))
     top_p_validity: float = _validated(1.0, _top_p)

@@ -13,6 +13,13 @@ Owns:
   the prompt's partial tokens are backed up and the regenerated text is forced to start
   with them (`PromptPlan.heal_text`, enforced by a `ForcedPrefix` constraint); they are
   stripped from the answer (`PromptPlan.finish`);
+- the project context block: snippets of other files (`project_context.py` chooses
+  them, most important first) fitted to `context_tokens` and laid out before the
+  current file in the family's repository format (Qwen2.5-Coder ``<|repo_name|>`` /
+  ``<|file_sep|>``, StarCoder ``<repo_name>`` / ``<file_sep>``; a ``# Path: file``
+  comment line per file otherwise).  The block depends only on the snippets, not on the
+  cursor or the current file's text, so it stays the prompt's stable start and its KV
+  state is reused across keystrokes;
 - stop rules: end of line, or in multi-line mode a dedent below the cursor line;
 - trimming text that repeats what already follows the cursor.
 """
@@ -22,10 +29,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptrack_lsp.completion.project_context import ProjectContext, Snippet
 from adaptrack_lsp.completion.vocab import Vocabulary
 
 #: characters that continue an identifier (Python's identifier rules, ASCII fast path)
@@ -41,6 +49,12 @@ MAX_CHARS_PER_TOKEN = 8
 #: tokens of slack when a window's size is estimated from the tail's encoding (a token
 #: may straddle the window's first line break)
 ESTIMATE_MARGIN = 2
+#: the line that names a file in the plain context format (models without repository tokens)
+PLAIN_FILE_HEADER = "# Path: "
+#: a snippet cut to fit the context budget keeps at least this many tokens (else it is left out)
+MIN_SNIPPET_TOKENS = 16
+#: snippet encodings kept per builder (by text)
+_SNIPPET_CACHE_SIZE = 512
 
 
 @dataclass(frozen=True)
@@ -63,10 +77,26 @@ FIM_TOKEN_NAMES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def detect_fim(tokenizer) -> FIMFormat | None:
-    """The FIM format of a Hugging Face tokenizer, from its vocabulary and special tokens."""
-    if tokenizer is None:
-        return None
+@dataclass(frozen=True)
+class RepoFormat:
+    """Repository-level special tokens of one model family: ``<|repo_name|>name\n``
+    then ``<|file_sep|>path\ncode`` per file (Qwen2.5-Coder), or ``<repo_name>name``
+    then ``<file_sep>path\ncode`` (StarCoder, whose FIM puts the current file's path
+    after ``<fim_prefix>``)."""
+
+    name: str
+    repo_name_id: int
+    file_sep_id: int
+
+
+#: (family, repository name token, file separator token); first match wins
+REPO_TOKEN_NAMES: tuple[tuple[str, str, str], ...] = (
+    ("qwen", "<|repo_name|>", "<|file_sep|>"),
+    ("starcoder", "<repo_name>", "<file_sep>"),
+)
+
+
+def _special_vocabulary(tokenizer) -> dict[str, int]:
     vocabulary: dict[str, int] = {}
     try:
         vocabulary.update(tokenizer.get_vocab())
@@ -74,6 +104,25 @@ def detect_fim(tokenizer) -> FIMFormat | None:
         pass
     for token, token_id in (getattr(tokenizer, "added_tokens_encoder", None) or {}).items():
         vocabulary.setdefault(token, token_id)
+    return vocabulary
+
+
+def detect_repo_format(tokenizer) -> RepoFormat | None:
+    """The repository format of a Hugging Face tokenizer, when it has those tokens."""
+    if tokenizer is None:
+        return None
+    vocabulary = _special_vocabulary(tokenizer)
+    for family, repo_name, file_sep in REPO_TOKEN_NAMES:
+        if repo_name in vocabulary and file_sep in vocabulary:
+            return RepoFormat(family, vocabulary[repo_name], vocabulary[file_sep])
+    return None
+
+
+def detect_fim(tokenizer) -> FIMFormat | None:
+    """The FIM format of a Hugging Face tokenizer, from its vocabulary and special tokens."""
+    if tokenizer is None:
+        return None
+    vocabulary = _special_vocabulary(tokenizer)
     for family, prefix, suffix, middle in FIM_TOKEN_NAMES:
         if prefix in vocabulary and suffix in vocabulary and middle in vocabulary:
             return FIMFormat(family, vocabulary[prefix], vocabulary[suffix], vocabulary[middle])
@@ -123,6 +172,10 @@ class PromptPlan:
     dropped_prefix_chars: int = 0
     #: characters after the cursor left out of the prompt (FIM)
     dropped_suffix_chars: int = 0
+    #: prompt tokens of the project context block (snippets and the current file's header)
+    context_tokens: int = 0
+    #: (file label, kind) of each snippet in the block, in prompt order
+    context_snippets: tuple[tuple[str, str], ...] = ()
 
     @property
     def indent(self) -> str:
@@ -204,6 +257,16 @@ def prompt_budget(lm, max_new_tokens: int, max_prompt_tokens: int | None = None)
     return budget
 
 
+def context_budget(lm, max_new_tokens: int, context_tokens: int, max_prompt_tokens: int | None = None) -> int:
+    """Tokens of project context (setting `contextTokens`) that fit in the model's context
+    beside the current file's window and `max_new_tokens`."""
+    budget = max(0, int(context_tokens))
+    if lm.max_context:
+        window = prompt_budget(lm, max_new_tokens, max_prompt_tokens)
+        budget = min(budget, max(0, int(lm.max_context) - int(max_new_tokens) - window - 4))
+    return budget
+
+
 @dataclass
 class PromptBuilder:
     """Builds `PromptPlan`s for one tokenizer.
@@ -221,13 +284,28 @@ class PromptBuilder:
     #: share of the budget the suffix may take with FIM
     suffix_share: float = 0.25
     heal: bool = True
+    #: repository-level tokens of the model family (None: plain ``# Path:`` lines)
+    repo: RepoFormat | None = None
+    #: tokens of project context before the current file (0: none), beside `max_prompt_tokens`
+    context_tokens: int = 0
+    #: context blocks and snippet encodings already built (shared by the builder's copies)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def for_model(cls, lm, max_prompt_tokens: int | None = None, max_new_tokens: int = 48, heal: bool = True):
-        """A builder for a `LanguageModel`: FIM and BOS ids from the model when it states
-        them (`lm.fim_format`, `lm.bos_ids`: a GGUF's own metadata), else from `lm.tokenizer`."""
+    def for_model(
+        cls,
+        lm,
+        max_prompt_tokens: int | None = None,
+        max_new_tokens: int = 48,
+        heal: bool = True,
+        context_tokens: int = 0,
+    ):
+        """A builder for a `LanguageModel`: FIM, repository and BOS ids from the model when
+        it states them (`lm.fim_format`, `lm.repo_format`, `lm.bos_ids`: a GGUF's own
+        metadata), else from `lm.tokenizer`."""
         tokenizer = getattr(lm, "tokenizer", None)
         fim = getattr(lm, "fim_format", None)
+        repo = getattr(lm, "repo_format", None)
         bos_ids = getattr(lm, "bos_ids", None)
         return cls(
             vocab=lm.vocab,
@@ -236,13 +314,23 @@ class PromptBuilder:
             bos_ids=tuple(bos_ids if bos_ids is not None else detect_bos(tokenizer)),
             max_prompt_tokens=prompt_budget(lm, max_new_tokens, max_prompt_tokens),
             heal=heal,
+            repo=repo if repo is not None else detect_repo_format(tokenizer),
+            context_tokens=context_budget(lm, max_new_tokens, context_tokens, max_prompt_tokens),
         )
 
     # -- public ---------------------------------------------------------------------
-    def build(self, text: str, offset: int, multiline: bool = False, typed_word: str | None = None) -> PromptPlan:
+    def build(
+        self,
+        text: str,
+        offset: int,
+        multiline: bool = False,
+        typed_word: str | None = None,
+        context: ProjectContext | None = None,
+    ) -> PromptPlan:
         """The plan for a cursor at character `offset` of `text` (clamped to the text);
         `typed_word`: the identifier typed before the cursor, when the caller knows it
-        (`CompletionRequest.typed_word`)."""
+        (`CompletionRequest.typed_word`); `context`: snippets of other files for the
+        context block (`CompletionRequest.context`)."""
         offset = max(0, min(int(offset), len(text)))
         prefix, suffix = text[:offset], text[offset:]
         line_start = prefix.rfind("\n") + 1
@@ -269,11 +357,16 @@ class PromptBuilder:
         heal_text = ""
         if self.heal:
             prefix_ids, heal_text = self._heal(prefix[window_start:], prefix_ids, typed_word)
+        block, header, chosen = self.context_block(context)
         if use_fim:
             fim = self.fim
-            ids = [*self.bos_ids, fim.prefix_id, *prefix_ids, fim.suffix_id, *suffix_ids, fim.middle_id]
+            if self.repo is not None and self.repo.name == "starcoder":  # <file_sep><fim_prefix>path\n...
+                start = [*block, fim.prefix_id, *header]
+            else:
+                start = [*block, *header, fim.prefix_id]
+            ids = [*self.bos_ids, *start, *prefix_ids, fim.suffix_id, *suffix_ids, fim.middle_id]
         else:
-            ids = [*self.bos_ids, *prefix_ids]
+            ids = [*self.bos_ids, *block, *header, *prefix_ids]
         return PromptPlan(
             prompt_ids=ids,
             heal_text=heal_text,
@@ -285,7 +378,107 @@ class PromptBuilder:
             fim=self.fim.name if use_fim else None,
             dropped_prefix_chars=window_start,
             dropped_suffix_chars=dropped_suffix,
+            context_tokens=len(block) + len(header),
+            context_snippets=tuple((snippet.path, snippet.kind) for snippet in chosen),
         )
+
+    # -- the project context block ------------------------------------------------------
+    def context_block(self, context: ProjectContext | None) -> tuple[list[int], list[int], tuple[Snippet, ...]]:
+        """(block ids, current file header ids, the snippets chosen, in prompt order) for
+        `context` within `context_tokens`; empty when there is no context or nothing fits.
+
+        Snippets are taken most important first while they fit (one that does not is cut
+        at a line end, whole files excepted; a whole file replaces the pieces of it taken
+        before) and laid out least important first, so the most important ones sit next
+        to the current file.  Cached: the same snippets and budget give the same ids."""
+        if context is None or not context.snippets or self.context_tokens <= 0:
+            return [], [], ()
+        key = ("block", context, self.context_tokens, self.repo)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._build_block(context)
+            if len(self._cache) >= _SNIPPET_CACHE_SIZE:
+                self._cache.clear()
+            self._cache[key] = cached
+        block, header, chosen = cached
+        return list(block), list(header), chosen
+
+    def _build_block(self, context: ProjectContext) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Snippet, ...]]:
+        repo = self.repo
+        path = context.path or "untitled.py"
+        if repo is None:
+            start: list[int] = []
+            header = self.encode(f"{PLAIN_FILE_HEADER}{path}\n")
+            end: list[int] = []
+        else:
+            start = [repo.repo_name_id, *self.encode(context.repo + ("\n" if repo.name == "qwen" else ""))] if context.repo else []
+            if repo.name == "starcoder":
+                header, end = self.encode(f"{path}\n"), [repo.file_sep_id]
+            else:
+                header, end = [repo.file_sep_id, *self.encode(f"{path}\n")], []
+        remaining = self.context_tokens - len(start) - len(header) - len(end)
+        chosen: list[tuple[Snippet, list[int]]] = []
+        whole: set[str] = set()
+        for snippet in context.snippets:
+            if remaining < MIN_SNIPPET_TOKENS:
+                break
+            if snippet.source in whole:
+                continue
+            ids = self._snippet_ids(snippet)
+            refund = sum(len(i) for s, i in chosen if s.source == snippet.source) if snippet.kind == "file" else 0
+            if len(ids) <= remaining + refund:
+                if snippet.kind == "file":
+                    chosen = [(s, i) for s, i in chosen if s.source != snippet.source]
+                    whole.add(snippet.source)
+                    remaining += refund
+                chosen.append((snippet, ids))
+                remaining -= len(ids)
+            elif snippet.kind != "file":
+                cut = self._cut_to_fit(snippet, remaining)
+                if cut is not None:
+                    chosen.append(cut)
+                    remaining -= len(cut[1])
+        if not chosen:
+            return (), (), ()
+        chosen.reverse()  # the most important next to the current file
+        block = [*start]
+        for _, ids in chosen:
+            block.extend(ids)
+        block.extend(end)
+        return tuple(block), tuple(header), tuple(s for s, _ in chosen)
+
+    def _snippet_ids(self, snippet: Snippet) -> list[int]:
+        key = ("snippet", snippet.path, snippet.text, self.repo)
+        ids = self._cache.get(key)
+        if ids is None:
+            body = snippet.text.rstrip()
+            if self.repo is None:
+                ids = self.encode(f"{PLAIN_FILE_HEADER}{snippet.path}\n{body}\n\n")
+            else:
+                ids = [self.repo.file_sep_id, *self.encode(f"{snippet.path}\n{body}\n")]
+            if len(self._cache) >= _SNIPPET_CACHE_SIZE:
+                self._cache.clear()
+            self._cache[key] = ids
+        return ids
+
+    def _cut_to_fit(self, snippet: Snippet, budget: int) -> tuple[Snippet, list[int]] | None:
+        """The longest head of `snippet` (whole lines) that fits `budget` tokens, or None
+        when less than `MIN_SNIPPET_TOKENS` would remain."""
+        import dataclasses
+
+        lines = snippet.text.rstrip().split("\n")
+        low, high, best = 1, len(lines) - 1, None
+        while low <= high:
+            middle = (low + high) // 2
+            cut = dataclasses.replace(snippet, text="\n".join(lines[:middle]))
+            ids = self._snippet_ids(cut)
+            if len(ids) <= budget:
+                best, low = (cut, ids), middle + 1
+            else:
+                high = middle - 1
+        if best is None or len(best[1]) < MIN_SNIPPET_TOKENS:
+            return None
+        return best
 
     # -- windows --------------------------------------------------------------------
     def _prefix_window(self, prefix: str, budget: int) -> tuple[int, list[int]]:

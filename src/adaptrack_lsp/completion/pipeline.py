@@ -169,6 +169,7 @@ def run(
     counters["index_seconds"] = index.work_seconds() if index is not None else 0.0
     counters["prompt_tokens"] = len(plan.prompt_ids)
     counters["prompt_tokens_reused"] = result.prompt_reused
+    counters["context_tokens"] = plan.context_tokens
     return CompletionResult(
         candidates=candidates,
         counters=counters,
@@ -241,7 +242,11 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
         host.require_ready()
         lm = host.model
         plan = host.prompt_builder(settings, heal=constrained).build(
-            request.text, request.offset, multiline=settings.multiline, typed_word=request.typed_word
+            request.text,
+            request.offset,
+            multiline=settings.multiline,
+            typed_word=request.typed_word,
+            context=request.context,
         )
         constraint = token_constraint(
             lm.vocab,

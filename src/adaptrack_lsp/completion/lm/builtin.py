@@ -14,6 +14,13 @@ training.  Two parts, mixed per token:
   suffix of the context in the prompt itself (code repeats its own names), weighted by
   the characters c of that suffix as c / (c + 6).  On held-out files it doubles
   next-token top-1 (see `benchmarks/builtin_model.py`);
+- the members of the project context: a prompt that starts with snippets of other files
+  (``# Path: file`` lines, `context.PLAIN_FILE_HEADER`) tells the document model which
+  names each of those modules defines (top-level functions, classes and assignments)
+  and which methods and class attributes each of their classes has; after ``owner.``
+  where the owner is such a module (by its file name: ``utils.`` for ``pkg/utils.py``)
+  or class, the next token is also drawn, with weight `MEMBER_WEIGHT`, from the names'
+  tokens (so names from ``utils.py`` are proposed in ``main.py``);
 - a line prior (`BracketShapes`): a token that closes a bracket that is not open (or of
   another kind), ends the line while one is or continues it with a backslash, puts a
   colon where the statement needs none (or leaves a block header without one) or
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import keyword
 import logging
 import os
 import re
@@ -86,6 +94,13 @@ DOCUMENT_WEIGHT = 6.0
 #: longest suffix match looked for in the prompt (tokens), and how far back (tokens)
 DOCUMENT_MAX_MATCH = 32
 DOCUMENT_WINDOW = 4096
+#: the member model's weight where it knows the owner before the cursor's ``.``
+MEMBER_WEIGHT = 0.6
+#: a line naming a file in the prompt's project context (`context.PLAIN_FILE_HEADER`)
+_FILE_HEADER = re.compile(r"^# Path: ([^\n]+)$", re.M)
+#: ``owner.partial`` at the end of the text before the next token
+_MEMBER_ACCESS = re.compile(r"(?<![\w.])([^\W\d]\w*)\.(\w*)\Z")
+_TOP_LEVEL_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+)|(\w+)[ \t]*(?::[^=\n]*)?=(?!=)")
 #: the bracket prior: a token that closes a bracket that is not open, or ends the line
 #: while one is, keeps this share of its probability
 UNBALANCED_CLOSE = 1e-3
@@ -312,6 +327,10 @@ class BuiltinLanguageModel(LanguageModel):
         self._document_weight = DOCUMENT_WEIGHT
         self._document_max_match = DOCUMENT_MAX_MATCH
         self._document_window = DOCUMENT_WINDOW
+        self._member_weight = MEMBER_WEIGHT
+        #: owner -> token sequences of its member names, from the prompt's context block
+        self._members: dict[str, tuple[tuple[int, ...], ...]] = {}
+        self._members_key: str | None = None
 
     def set_prompt(
         self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
@@ -329,6 +348,7 @@ class BuiltinLanguageModel(LanguageModel):
         in_code = np.ones(len(self._prompt) + 1, dtype=bool)
         in_code[first:] = flags
         self._prompt_in_code, self._prompt_state = in_code, state
+        self._read_context_members(window)
         newline_tokens = [i for i, t in enumerate(self._prompt) if b"\n" in self.vocab.token_bytes[t]]
         self._prompt_line_start = newline_tokens[-1] + 1 if newline_tokens else 0
         self.tokens_fed += len(ids)
@@ -352,6 +372,10 @@ class BuiltinLanguageModel(LanguageModel):
             matched = int(self.vocab.byte_lengths[context[len(context) - match :]].sum())
             weight = matched / (matched + self._document_weight)
             probs = (1.0 - weight) * probs + weight * document
+        if state.in_code and self._members:
+            members = self._member_distribution(context)
+            if members is not None:
+                probs = (1.0 - self._member_weight) * probs / probs.sum() + self._member_weight * members
         if state.in_code:
             line = self._line_text(path)
             words = line.split(None, 1)
@@ -361,6 +385,51 @@ class BuiltinLanguageModel(LanguageModel):
         if len(repeated):
             probs[repeated] *= REPEAT
         return probs
+
+    # -- the project context's members -------------------------------------------------
+    def _read_context_members(self, window: str) -> None:
+        """Learn the members the prompt's context block defines (kept while the block is
+        the same: the block is the prompt's stable start)."""
+        headers = list(_FILE_HEADER.finditer(window))
+        if len(headers) < 2:
+            self._members, self._members_key = {}, None
+            return
+        block = window[headers[0].start() : headers[-1].start()]
+        if block == self._members_key:
+            return
+        sections = [
+            (headers[i].group(1).strip(), window[headers[i].end() : headers[i + 1].start()]) for i in range(len(headers) - 1)
+        ]
+        names = context_member_names(sections)
+        self._members = {owner: tuple(tuple(self.encode(name)) for name in found) for owner, found in names.items()}
+        self._members_key = block
+
+    def _member_distribution(self, context: list[int]) -> np.ndarray | None:
+        """After ``owner.`` (and the start of a name), the next tokens of the owner's member
+        names, equally weighted by name; None when the owner is not known."""
+        tail_ids = context[-24:]
+        tail = self.vocab.decode(tail_ids)
+        match = _MEMBER_ACCESS.search(tail)
+        if match is None:
+            return None
+        sequences = self._members.get(match.group(1))
+        if not sequences:
+            return None
+        typed, partial = [], match.group(2)
+        length = 0
+        for token in reversed(tail_ids):  # the tokens of the name typed after the dot
+            if length >= len(partial):
+                break
+            typed.insert(0, token)
+            length += len(self.vocab.texts[token])
+        if length != len(partial) or "".join(self.vocab.texts[t] for t in typed) != partial:
+            return None
+        depth = len(typed)
+        following = [s[depth] for s in sequences if len(s) > depth and list(s[:depth]) == typed]
+        if not following:
+            return None
+        counts = np.bincount(np.asarray(following, dtype=np.int64), minlength=self.vocab.size).astype(np.float64)
+        return counts / counts.sum()
 
     def _line_text(self, path: list[int]) -> str:
         """The text of the current line (prompt and path) up to the next token."""
@@ -429,6 +498,51 @@ class BuiltinLanguageModel(LanguageModel):
         following = tokens[1:][ends]
         counts = np.bincount(following, minlength=self.vocab.size).astype(np.float64)
         return counts / counts.sum(), match
+
+
+def context_member_names(sections: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """Owner -> member names defined in snippets of other files ((file label, text)):
+    a module (named by its file's stem, or its folder for ``__init__.py``) owns its
+    top-level functions, classes and assigned names; a class owns its methods and class
+    attributes (the first indentation level of its body).  Dunder names (``__init__``,
+    ``__all__``) are left out: code rarely writes them after a dot."""
+    owners: dict[str, list[str]] = {}
+
+    def add(owner: str, name: str) -> None:
+        if keyword.iskeyword(name) or (name.startswith("__") and name.endswith("__")):
+            return
+        names = owners.setdefault(owner, [])
+        if name not in names:
+            names.append(name)
+
+    for path, text in sections:
+        parts = path.replace("\\", "/").split("/")
+        stem = parts[-1].rsplit(".", 1)[0]
+        module = parts[-2] if stem == "__init__" and len(parts) > 1 else stem
+        owner_class, member_indent = None, None
+        for line in text.split("\n"):
+            body = line.lstrip(" \t")
+            if not body or body.startswith("#"):
+                continue
+            indent = len(line) - len(body)
+            if indent == 0:
+                owner_class, member_indent = None, None
+                found = _TOP_LEVEL_NAME.match(body)
+                if found:
+                    name = next(group for group in found.groups() if group)
+                    add(module, name)
+                    if found.group(2):
+                        owner_class = name
+                continue
+            if owner_class is None:
+                continue
+            if member_indent is None:
+                member_indent = indent
+            if indent == member_indent:
+                found = _TOP_LEVEL_NAME.match(body)
+                if found:
+                    add(owner_class, next(group for group in found.groups() if group))
+    return owners
 
 
 # -- building ----------------------------------------------------------------------------
