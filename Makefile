@@ -53,6 +53,7 @@ bench: install-dev
 	$(PY) benchmarks/map_search.py
 	$(PY) benchmarks/kwargs.py
 	$(PY) benchmarks/builtin_model.py
+	$(PY) benchmarks/cross_file.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info node_modules

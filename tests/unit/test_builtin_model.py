@@ -151,13 +151,15 @@ def test_the_document_model_copies_names_from_the_prompt(small_model):
 
 def test_context_member_names_of_modules_and_classes():
     sections = [
-        ("pkg/utils.py", "X = 1\ndef load_settings(path):\n    ...\nclass Report:\n    kind = 'text'\n    def __init__(self):\n        self.a = 1\n    def add_line(self, line):\n        ...\n"),
-        ("pkg/__init__.py", "async def serve():\n    ...\nif DEBUG:\n    y = 2\n"),
+        ("pkg/utils.py", "utils as u, Report as R", "X = 1\ndef load_settings(path):\n    ...\nclass Report:\n    kind = 'text'\n    def __init__(self):\n        self.a = 1\n    def add_line(self, line):\n        ...\n"),
+        ("pkg/__init__.py", "", "async def serve():\n    ...\nif DEBUG:\n    y = 2\nfrom ._basic import (fft, ifft as inverse)\n"),
     ]
     assert builtin.context_member_names(sections) == {
         "utils": ["X", "load_settings", "Report"],
         "Report": ["kind", "add_line"],
-        "pkg": ["serve"],
+        "pkg": ["serve", "fft", "inverse"],
+        "u": ["X", "load_settings", "Report"],
+        "R": ["kind", "add_line"],
     }
 
 

@@ -138,22 +138,55 @@ def test_trusted_workspace_gives_named_definitions_then_outlines_then_whole_file
         ("pkg/config.py", "file"),
     ]
     outline, report, config = (s.text for s in context.snippets[:3])
-    assert "def load_settings(path=DEFAULT_PATH):" in outline and "return json.load" not in outline
-    assert "class Report:" in outline and "    def add_line(self, line):" in outline
+    assert "def load_settings(path): ..." in outline and "return json.load" not in outline
+    assert "class Report:" in outline and "    def add_line(self, line): ..." in outline
     assert "self.title = title" in report and "self.lines.append" not in report  # __init__ whole, methods elided
-    assert "def configure(level=SECRET_LEVEL):" in config
+    assert "def configure(level): ..." in config
     assert context.snippets[3].text == UTILS
 
 
-def test_module_outline_keeps_signatures_and_one_line_assignments():
-    outline = module_outline(UTILS)
-    assert outline.outline.splitlines()[:4] == [
-        'DEFAULT_PATH = "settings.json"',
-        "def load_settings(path=DEFAULT_PATH):",
-        '    """Read the settings file."""',
-        "    ...",
+def test_aliases_ranking_by_use_and_star_re_exports(workspace):
+    fresh_caches()
+    (workspace / "pkg" / "_impl.py").write_text("def hidden_api(x):\n    return x\n")
+    (workspace / "pkg" / "public.py").write_text("from ._impl import *\n")
+    text = "import pkg.config as cfg\nfrom . import public\nfrom .utils import Report as R\n\nR.x\nR.y\nR.z\n"
+    context = gather_context(str(workspace / "pkg" / "main.py"), text, ContextSources(str(workspace), True, ()))
+    names = [s for s in context.snippets if s.kind == "names"]
+    # Report is used most (four times with its import): its module comes first
+    assert [(s.path, s.aliases) for s in names] == [
+        ("pkg/utils.py", (("Report", "R"),)),
+        ("pkg/config.py", (("config", "cfg"),)),
+        ("pkg/public.py", ()),
     ]
-    assert set(outline.definitions) == {"DEFAULT_PATH", "load_settings", "_private_helper", "Report"}
+    assert "def hidden_api(x): ..." in names[2].text  # what `from ._impl import *` brings
+    # the line being typed does not count: typing there never reorders the block
+    typing = text + "y = cfg.a + cfg.b + cfg.c + cfg."
+    sources = ContextSources(str(workspace), True, ())
+    counted = gather_context(str(workspace / "pkg" / "main.py"), typing, sources)
+    assert counted.snippets[0].path == "pkg/config.py"  # the check can fail: counted, cfg ties and comes first
+    kept = gather_context(str(workspace / "pkg" / "main.py"), typing, sources, offset=len(typing))
+    assert kept == context
+
+
+def test_module_outline_has_one_line_per_definition_and_re_export():
+    extra = (
+        "\nfrom ._impl import (  # re-exported\n    a,\n    b as c,\n)\n\n\ndef long(\n    x,\n    y=1,\n) -> int:\n    return x\n"
+        "\n\nasync def many(a, b: int, /, c=2, *args, d, **kw):\n    pass\n"
+    )
+    outline = module_outline(UTILS + extra)
+    assert outline.outline.splitlines() == [
+        'DEFAULT_PATH = "settings.json"',
+        "def load_settings(path): ...",
+        "def _private_helper(value): ...",
+        "class Report:",
+        '    kind = "text"',
+        "    def __init__(self, title): ...",
+        "    def add_line(self, line): ...",
+        "from ._impl import (a, b as c)",
+        "def long(x, y): ...",
+        "async def many(a, b, /, c, ...): ...",
+    ]
+    assert set(outline.definitions) == {"DEFAULT_PATH", "load_settings", "_private_helper", "Report", "long", "many"}
     assert "with open(path)" in outline.definitions["load_settings"]  # short: whole
 
 
@@ -268,9 +301,11 @@ def test_the_budget_is_kept_a_whole_file_replaces_its_pieces_and_long_pieces_are
         builder = make_builder(context_tokens=budget)
         plan = builder.build("x", 1, context=context)
         assert plan.context_tokens <= budget, budget
-    tight = make_builder(context_tokens=len(make_builder().encode(f"{PLAIN_FILE_HEADER}pkg/main.py\n")) + 30)
-    plan = tight.build("x", 1, context=small_context(OUTLINE))
-    text = tight.vocab.decode(plan.prompt_ids)
+    # one piece takes at most a quarter of the budget (PIECE_SHARE), cut at a line end
+    head = len(make_builder().encode(f"{PLAIN_FILE_HEADER}pkg/other.py\ndef other():\n    ...\n\n"))
+    shared = make_builder(context_tokens=4 * (head + 2))
+    plan = shared.build("x", 1, context=small_context(OUTLINE))
+    text = shared.vocab.decode(plan.prompt_ids)
     assert plan.context_snippets == (("pkg/other.py", "outline"),) and "def other():" in text and "class Thing" not in text
 
 
@@ -289,6 +324,18 @@ def test_repository_format_for_qwen_and_starcoder():
     ids = star.build("a = 1\nb\nc = 2\n", 7, context=context).prompt_ids
     head = [repo_id, *encode("ws"), sep_id, *encode(f"pkg/utils.py\n{NAMES.text}\n"), sep_id, fim.prefix_id, *encode("pkg/main.py\n")]
     assert ids[: len(head)] == head and ids[len(head) :] == [*encode("a = 1\nb"), fim.suffix_id, *encode("\nc = 2\n"), fim.middle_id]
+
+
+def test_the_automatic_budget_follows_the_model_and_fits_its_context():
+    from adaptrack_lsp.completion.context import context_budget
+
+    vocab = make_vocab()
+    lm = TabularLM(vocab, default=[1.0 / vocab.size] * vocab.size)
+    assert context_budget(lm, 48, None) == 1024 and context_budget(lm, 48, 0) == 0 and context_budget(lm, 48, 4000) == 4000
+    lm.default_context_tokens = 2048  # the built-in model's
+    assert context_budget(lm, 48, None) == 2048
+    lm.max_context = 2048  # what the window (1536) and the new tokens leave
+    assert context_budget(lm, 48, None) == 2048 - 48 - 1536 - 4
 
 
 def test_the_tiny_models_tokenizer_has_the_qwen_repository_tokens():

@@ -172,7 +172,15 @@ def run(args) -> int:
             service.close()
     try:
         mode = "list" if settings.num_samples > 1 else "inline"
-        result = service.complete(text, offset, mode=mode, seed=args.seed, wait_for_index=True, index_progress=index_progress)
+        result = service.complete(
+            text,
+            offset,
+            mode=mode,
+            seed=args.seed,
+            wait_for_index=True,
+            index_progress=index_progress,
+            document=os.path.abspath(path),
+        )
     except ModelError as error:
         print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
         return 3
@@ -225,6 +233,7 @@ def verdict(candidate, constraint) -> str:
 def _compare(service, settings, decoders: list[str], text: str, offset: int, path: str, seed: int, index_progress) -> int:
     """One line per decoder: the ghost text it writes at the cursor, valid or INVALID
     against the installed packages."""
+    import os
     import sys
 
     line_start = text.rfind("\n", 0, offset) + 1
@@ -233,7 +242,13 @@ def _compare(service, settings, decoders: list[str], text: str, offset: int, pat
     warned = False
     for name in decoders:
         result = service.complete(
-            text, offset, settings=settings.replace(decoder=name), seed=seed, wait_for_index=True, index_progress=index_progress
+            text,
+            offset,
+            settings=settings.replace(decoder=name),
+            seed=seed,
+            wait_for_index=True,
+            index_progress=index_progress,
+            document=os.path.abspath(path),
         )
         if result.constraint.problem and not warned:
             print(f"adaptrack-lsp complete: warning: not API-constrained: {result.constraint.problem}", file=sys.stderr)

@@ -17,7 +17,8 @@ Owns:
   them, most important first) fitted to `context_tokens` and laid out before the
   current file in the family's repository format (Qwen2.5-Coder ``<|repo_name|>`` /
   ``<|file_sep|>``, StarCoder ``<repo_name>`` / ``<file_sep>``; a ``# Path: file``
-  comment line per file otherwise).  The block depends only on the snippets, not on the
+  comment line per file otherwise, naming the aliases the current file imports it by:
+  ``# Path: pkg/config.py (config as cfg)``).  The block depends only on the snippets, not on the
   cursor or the current file's text, so it stays the prompt's stable start and its KV
   state is reused across keystrokes;
 - stop rules: end of line, or in multi-line mode a dedent below the cursor line;
@@ -26,6 +27,7 @@ Owns:
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -35,6 +37,7 @@ import numpy as np
 
 from adaptrack_lsp.completion.project_context import ProjectContext, Snippet
 from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.config import DEFAULT_CONTEXT_TOKENS
 
 #: characters that continue an identifier (Python's identifier rules, ASCII fast path)
 _IDENTIFIER_TAIL = re.compile(r"[^\W]+\Z", re.UNICODE)
@@ -53,8 +56,13 @@ ESTIMATE_MARGIN = 2
 PLAIN_FILE_HEADER = "# Path: "
 #: a snippet cut to fit the context budget keeps at least this many tokens (else it is left out)
 MIN_SNIPPET_TOKENS = 16
-#: snippet encodings kept per builder (by text)
-_SNIPPET_CACHE_SIZE = 512
+#: the largest automatic context budget of any model (what a request gathers for)
+MAX_AUTOMATIC_CONTEXT_TOKENS = 2048
+#: one named definition or outline takes at most this share of the context budget (cut at a
+#: line end), so that the block holds several of the modules the file uses
+PIECE_SHARE = 0.25
+#: context blocks, snippet encodings and cut snippets kept per builder (least recently used out)
+_CACHE_SIZES = {"block": 32, "snippet": 1024, "cut": 1024}
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,14 @@ def _line_decided(line: str) -> bool:
     return bool(line.strip())
 
 
+def plain_header(snippet: Snippet) -> str:
+    """A snippet's first line in the plain format: ``# Path: pkg/utils.py``, with the
+    names the current file binds its module or definitions to when they differ
+    (``# Path: pkg/config.py (config as cfg, Report as R)``)."""
+    note = ", ".join(f"{name} as {alias}" for name, alias in snippet.aliases)
+    return f"{PLAIN_FILE_HEADER}{snippet.path}" + (f" ({note})" if note else "")
+
+
 def prompt_budget(lm, max_new_tokens: int, max_prompt_tokens: int | None = None) -> int:
     """Prompt tokens that leave room for `max_new_tokens` in the model's context."""
     budget = max_prompt_tokens or 1536
@@ -257,9 +273,12 @@ def prompt_budget(lm, max_new_tokens: int, max_prompt_tokens: int | None = None)
     return budget
 
 
-def context_budget(lm, max_new_tokens: int, context_tokens: int, max_prompt_tokens: int | None = None) -> int:
-    """Tokens of project context (setting `contextTokens`) that fit in the model's context
-    beside the current file's window and `max_new_tokens`."""
+def context_budget(lm, max_new_tokens: int, context_tokens: int | None, max_prompt_tokens: int | None = None) -> int:
+    """Tokens of project context (setting `contextTokens`; None: the model's
+    `default_context_tokens`, else `DEFAULT_CONTEXT_TOKENS`) that fit in the model's
+    context beside the current file's window and `max_new_tokens`."""
+    if context_tokens is None:
+        context_tokens = getattr(lm, "default_context_tokens", None) or DEFAULT_CONTEXT_TOKENS
     budget = max(0, int(context_tokens))
     if lm.max_context:
         window = prompt_budget(lm, max_new_tokens, max_prompt_tokens)
@@ -298,7 +317,7 @@ class PromptBuilder:
         max_prompt_tokens: int | None = None,
         max_new_tokens: int = 48,
         heal: bool = True,
-        context_tokens: int = 0,
+        context_tokens: int | None = 0,
     ):
         """A builder for a `LanguageModel`: FIM, repository and BOS ids from the model when
         it states them (`lm.fim_format`, `lm.repo_format`, `lm.bos_ids`: a GGUF's own
@@ -387,19 +406,16 @@ class PromptBuilder:
         """(block ids, current file header ids, the snippets chosen, in prompt order) for
         `context` within `context_tokens`; empty when there is no context or nothing fits.
 
-        Snippets are taken most important first while they fit (one that does not is cut
-        at a line end, whole files excepted; a whole file replaces the pieces of it taken
-        before) and laid out least important first, so the most important ones sit next
-        to the current file.  Cached: the same snippets and budget give the same ids."""
+        Snippets are taken most important first while they fit (one that does not, or
+        that is longer than `PIECE_SHARE` of the budget, is cut at a line end, whole files
+        excepted; a whole file replaces the pieces of it taken before) and laid out least
+        important first, so the most important ones sit next to the current file.  Cached: the same snippets and budget give the same ids."""
         if context is None or not context.snippets or self.context_tokens <= 0:
             return [], [], ()
-        key = ("block", context, self.context_tokens, self.repo)
-        cached = self._cache.get(key)
+        key = (context, self.context_tokens, self.repo)
+        cached = self._recall("block", key)
         if cached is None:
-            cached = self._build_block(context)
-            if len(self._cache) >= _SNIPPET_CACHE_SIZE:
-                self._cache.clear()
-            self._cache[key] = cached
+            cached = self._remember("block", key, self._build_block(context))
         block, header, chosen = cached
         return list(block), list(header), chosen
 
@@ -417,6 +433,7 @@ class PromptBuilder:
             else:
                 header, end = [repo.file_sep_id, *self.encode(f"{path}\n")], []
         remaining = self.context_tokens - len(start) - len(header) - len(end)
+        share = max(MIN_SNIPPET_TOKENS, int(self.context_tokens * PIECE_SHARE))
         chosen: list[tuple[Snippet, list[int]]] = []
         whole: set[str] = set()
         for snippet in context.snippets:
@@ -424,20 +441,22 @@ class PromptBuilder:
                 break
             if snippet.source in whole:
                 continue
+            if snippet.kind != "file":  # one module's piece leaves room for the others'
+                limit = min(share, remaining)
+                short = len(snippet.text) <= limit * MAX_CHARS_PER_TOKEN
+                ids = self._snippet_ids(snippet) if short else None
+                found = (snippet, ids) if ids is not None and len(ids) <= limit else self._cut_to_fit(snippet, limit)
+                if found is not None:
+                    chosen.append(found)
+                    remaining -= len(found[1])
+                continue
             ids = self._snippet_ids(snippet)
-            refund = sum(len(i) for s, i in chosen if s.source == snippet.source) if snippet.kind == "file" else 0
-            if len(ids) <= remaining + refund:
-                if snippet.kind == "file":
-                    chosen = [(s, i) for s, i in chosen if s.source != snippet.source]
-                    whole.add(snippet.source)
-                    remaining += refund
+            refund = sum(len(i) for s, i in chosen if s.source == snippet.source)
+            if len(ids) <= remaining + refund:  # a whole file replaces its pieces
+                chosen = [(s, i) for s, i in chosen if s.source != snippet.source]
+                whole.add(snippet.source)
+                remaining += refund - len(ids)
                 chosen.append((snippet, ids))
-                remaining -= len(ids)
-            elif snippet.kind != "file":
-                cut = self._cut_to_fit(snippet, remaining)
-                if cut is not None:
-                    chosen.append(cut)
-                    remaining -= len(cut[1])
         if not chosen:
             return (), (), ()
         chosen.reverse()  # the most important next to the current file
@@ -447,18 +466,31 @@ class PromptBuilder:
         block.extend(end)
         return tuple(block), tuple(header), tuple(s for s, _ in chosen)
 
-    def _snippet_ids(self, snippet: Snippet) -> list[int]:
-        key = ("snippet", snippet.path, snippet.text, self.repo)
-        ids = self._cache.get(key)
+    def _recall(self, kind: str, key):
+        found = self._cache.setdefault(kind, collections.OrderedDict())
+        value = found.get(key)
+        if value is not None:
+            found.move_to_end(key)
+        return value
+
+    def _remember(self, kind: str, key, value):
+        found = self._cache.setdefault(kind, collections.OrderedDict())
+        found[key] = value
+        while len(found) > _CACHE_SIZES[kind]:
+            found.popitem(last=False)
+        return value
+
+    def _snippet_ids(self, snippet: Snippet, remember: bool = True) -> list[int]:
+        key = (snippet.path, snippet.text, snippet.aliases, self.repo)
+        ids = self._recall("snippet", key)
         if ids is None:
             body = snippet.text.rstrip()
             if self.repo is None:
-                ids = self.encode(f"{PLAIN_FILE_HEADER}{snippet.path}\n{body}\n\n")
+                ids = self.encode(f"{plain_header(snippet)}\n{body}\n\n")
             else:
                 ids = [self.repo.file_sep_id, *self.encode(f"{snippet.path}\n{body}\n")]
-            if len(self._cache) >= _SNIPPET_CACHE_SIZE:
-                self._cache.clear()
-            self._cache[key] = ids
+            if remember:
+                self._remember("snippet", key, ids)
         return ids
 
     def _cut_to_fit(self, snippet: Snippet, budget: int) -> tuple[Snippet, list[int]] | None:
@@ -466,18 +498,27 @@ class PromptBuilder:
         when less than `MIN_SNIPPET_TOKENS` would remain."""
         import dataclasses
 
-        lines = snippet.text.rstrip().split("\n")
-        low, high, best = 1, len(lines) - 1, None
+        key = (snippet, budget, self.repo)
+        cached = self._recall("cut", key)
+        if cached is not None:
+            return cached or None
+        text = snippet.text.rstrip()
+        limit = budget * MAX_CHARS_PER_TOKEN
+        if len(text) > limit:  # no more than this can fit
+            text = text[: max(text.rfind("\n", 0, limit), 0)]
+        lines = text.split("\n")
+        low, high, best = 1, len(lines), None
         while low <= high:
             middle = (low + high) // 2
             cut = dataclasses.replace(snippet, text="\n".join(lines[:middle]))
-            ids = self._snippet_ids(cut)
+            ids = self._snippet_ids(cut, remember=False)
             if len(ids) <= budget:
                 best, low = (cut, ids), middle + 1
             else:
                 high = middle - 1
         if best is None or len(best[1]) < MIN_SNIPPET_TOKENS:
-            return None
+            best = None
+        self._remember("cut", key, best or ())
         return best
 
     # -- windows --------------------------------------------------------------------

@@ -97,10 +97,11 @@ class CompletionRequest:
         roots = document_roots(text)
         settings = settings or Settings()
         context = None
-        if sources is not None and settings.context_tokens > 0:
-            from adaptrack_lsp.completion.context import MAX_CHARS_PER_TOKEN
+        if sources is not None and settings.context_tokens != 0:
+            from adaptrack_lsp.completion.context import MAX_AUTOMATIC_CONTEXT_TOKENS, MAX_CHARS_PER_TOKEN
 
-            context = gather_context(document, text, sources, max_chars=settings.context_tokens * MAX_CHARS_PER_TOKEN)
+            tokens = settings.context_tokens or MAX_AUTOMATIC_CONTEXT_TOKENS
+            context = gather_context(document, text, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset)
         return cls(
             text=text,
             offset=offset,
