@@ -17,10 +17,10 @@ Owns:
   them, most important first) fitted to `context_tokens` and laid out before the
   current file in the family's repository format (Qwen2.5-Coder ``<|repo_name|>`` /
   ``<|file_sep|>``, StarCoder ``<repo_name>`` / ``<file_sep>``; a ``# Path: file``
-  comment line per file otherwise, naming the aliases the current file imports it by:
-  ``# Path: pkg/config.py (config as cfg)``).  The block depends only on the snippets, not on the
-  cursor or the current file's text, so it stays the prompt's stable start and its KV
-  state is reused across keystrokes;
+  comment line per file otherwise, naming the aliases the current file imports it
+  by: ``# Path: pkg/config.py (config as cfg)``).  The block depends only on the
+  snippets, not on the cursor or the current file's text, so it stays the prompt's
+  stable start and its KV state is reused across keystrokes;
 - stop rules: end of line, or in multi-line mode a dedent below the cursor line;
 - trimming text that repeats what already follows the cursor.
 """
