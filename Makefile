@@ -59,6 +59,7 @@ bench: install-dev
 	$(PY) benchmarks/kwargs.py
 	$(PY) benchmarks/builtin_model.py
 	$(PY) benchmarks/core_install.py
+	$(PY) benchmarks/cross_file.py
 
 # release artifacts in dist/: the wheel, the sdist, and the VS Code extension carrying the
 # wheel (it sets up a private environment from it: docs/editors.md)

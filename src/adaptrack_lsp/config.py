@@ -208,6 +208,20 @@ def _version_targets(value: tuple[str, ...]) -> str | None:
     return None
 
 
+def _optional_between(low: int, high: int) -> Callable[[int | None], str | None]:
+    @_schema(minimum=low, maximum=high)
+    def check(value: int | None) -> str | None:
+        return None if value is None or low <= value <= high else f"must be null or between {low} and {high}"
+
+    return check
+
+
+#: the largest `contextTokens`
+MAX_CONTEXT_TOKENS = 32768
+#: `contextTokens` when the setting is null and the model names none (`lm.default_context_tokens`)
+DEFAULT_CONTEXT_TOKENS = 1024
+
+
 def _validated(default: Any, check: Callable[[Any], str | None] | None = None, **kwargs: Any) -> Any:
     return field(default=default, metadata={"check": check}, **kwargs)
 
@@ -237,6 +251,10 @@ class Settings:
     temperature: float = _validated(0.0, _temperature)
     num_samples: int = _validated(5, _between(1, 64))
     max_new_tokens: int = _validated(48, _between(1, 1024))
+    #: tokens of project context before the current file: other open documents and the
+    #: workspace modules the file imports (0 = none; None = automatic: 2048 for the
+    #: built-in model, 1024 for the others; docs/context.md)
+    context_tokens: int | None = _validated(None, _optional_between(0, MAX_CONTEXT_TOKENS))
     #: None = unbounded backtracking (exact AdapTrack)
     max_backtrack_distance: int | None = _validated(None, _optional_at_least(0))
     top_p_validity: float = _validated(1.0, _top_p)

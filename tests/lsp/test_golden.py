@@ -84,10 +84,13 @@ async def test_golden_response(client: LanguageClient, case: str):
         client.golden_model = settings["model"]
         await wait_ready(client)
     open_document(client, uri, text)
-    if request["method"] == types.TEXT_DOCUMENT_INLINE_COMPLETION:
-        result = await inline(client, uri, request["line"], request["character"])
-    else:
-        result = await completion(client, uri, request["line"], request["character"])
+    try:
+        if request["method"] == types.TEXT_DOCUMENT_INLINE_COMPLETION:
+            result = await inline(client, uri, request["line"], request["character"])
+        else:
+            result = await completion(client, uri, request["line"], request["character"])
+    finally:  # one document open at a time: the other cases are no project context of this one
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     actual = normalise(client.protocol._converter.unstructure(result), numpy.__version__)
     expected_path = folder / "response.json"
     if UPDATE:

@@ -149,6 +149,39 @@ def test_the_document_model_copies_names_from_the_prompt(small_model):
     assert lm.distribution_parts(path)[1] is None
 
 
+def test_context_member_names_of_modules_and_classes():
+    sections = [
+        ("pkg/utils.py", "utils as u, Report as R", "X = 1\ndef load_settings(path):\n    ...\nclass Report:\n    kind = 'text'\n    def __init__(self):\n        self.a = 1\n    def add_line(self, line):\n        ...\n"),
+        ("pkg/__init__.py", "", "async def serve():\n    ...\nif DEBUG:\n    y = 2\nfrom ._basic import (fft, ifft as inverse)\n"),
+    ]
+    assert builtin.context_member_names(sections) == {
+        "utils": ["X", "load_settings", "Report"],
+        "Report": ["kind", "add_line"],
+        "pkg": ["serve", "fft", "inverse"],
+        "u": ["X", "load_settings", "Report"],
+        "R": ["kind", "add_line"],
+    }
+
+
+def test_the_document_model_proposes_members_of_the_context_snippets(small_model):
+    """After ``utils.`` the names ``pkg/utils.py`` defines (a snippet in the prompt's
+    context block) are proposed; without the block they are not."""
+    lm, _cache = small_model
+    snippet = "# Path: pkg/utils.py\ndef zorbify_inputs(path):\n    ...\n\n"
+    current = "# Path: pkg/main.py\nfrom . import utils\n\nvalue = utils"
+    dot = lm.encode(".")
+    name = lm.encode("zorbify_inputs")
+    lm.set_prompt(lm.encode(snippet + current))
+    with_context = lm.next_logprobs(dot)
+    assert int(np.argmax(with_context)) == name[0]
+    assert int(np.argmax(lm.next_logprobs(dot + name[:1]))) == name[1]  # the name goes on
+    lm.set_prompt(lm.encode(current))  # no context block: one header, no snippet
+    without = lm.next_logprobs(dot)
+    assert int(np.argmax(without)) != name[0] and with_context[name[0]] > without[name[0]] + np.log(100)
+    lm.set_prompt(lm.encode(snippet + current.replace("utils", "other")))  # another owner
+    assert lm.next_logprobs(dot)[name[0]] < with_context[name[0]] - np.log(100)
+
+
 def test_the_bracket_prior_discourages_unbalanced_lines(small_model):
     lm, _cache = small_model
     paren, square = lm.encode(")")[0], lm.encode("]")[0]

@@ -22,6 +22,7 @@ def test_defaults_match_the_protocol_contract():
         "temperature": 0.0,
         "numSamples": 5,
         "maxNewTokens": 48,
+        "contextTokens": None,
         "maxBacktrackDistance": None,
         "topPValidity": 1.0,
         "pythonPath": None,

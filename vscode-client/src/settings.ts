@@ -29,6 +29,7 @@ export interface ServerSettings {
   temperature: number;
   numSamples: number;
   maxNewTokens: number;
+  contextTokens: number | null;
   maxBacktrackDistance: number | null;
   topPValidity: number;
   pythonPath: string | null;
@@ -72,6 +73,7 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   temperature: 0,
   numSamples: 5,
   maxNewTokens: 48,
+  contextTokens: null,
   maxBacktrackDistance: null,
   topPValidity: 1,
   pythonPath: null,

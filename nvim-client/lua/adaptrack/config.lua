@@ -19,6 +19,7 @@ M.server_settings = {
   temperature = 'number',
   numSamples = 'number',
   maxNewTokens = 'number',
+  contextTokens = 'number',
   maxBacktrackDistance = 'number',
   topPValidity = 'number',
   pythonPath = 'string',

@@ -223,7 +223,15 @@ def run(args) -> int:
             service.close()
     try:
         mode = "list" if settings.num_samples > 1 else "inline"
-        result = service.complete(text, offset, mode=mode, seed=args.seed, wait_for_index=True, index_progress=index_progress)
+        result = service.complete(
+            text,
+            offset,
+            mode=mode,
+            seed=args.seed,
+            wait_for_index=True,
+            index_progress=index_progress,
+            document=os.path.abspath(path),
+        )
     except ModelError as error:
         print(f"adaptrack-lsp complete: {error}", file=sys.stderr)
         return 3
@@ -343,6 +351,8 @@ def compare_rows(
     """(lines, warnings): the cursor's line, then one line per decoder with the ghost
     text it writes there, valid or INVALID against the installed packages, or against a
     snapshot, which the row names (``INVALID (tensorflow 2.21.0 snapshot)``)."""
+    import os
+
     from adaptrack_lsp.apis.imports import document_roots
 
     line_start = text.rfind("\n", 0, offset) + 1
@@ -352,7 +362,13 @@ def compare_rows(
     imported = {root[0] for root in document_roots(text).values() if root}
     for name in decoders:
         result = service.complete(
-            text, offset, settings=settings.replace(decoder=name), seed=seed, wait_for_index=True, index_progress=index_progress
+            text,
+            offset,
+            settings=settings.replace(decoder=name),
+            seed=seed,
+            wait_for_index=True,
+            index_progress=index_progress,
+            document=os.path.abspath(path),
         )
         if result.constraint.problem and not warnings:
             warnings.append(f"not API-constrained: {result.constraint.problem}")

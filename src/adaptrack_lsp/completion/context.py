@@ -13,20 +13,31 @@ Owns:
   the prompt's partial tokens are backed up and the regenerated text is forced to start
   with them (`PromptPlan.heal_text`, enforced by a `ForcedPrefix` constraint); they are
   stripped from the answer (`PromptPlan.finish`);
+- the project context block: snippets of other files (`project_context.py` chooses
+  them, most important first) fitted to `context_tokens` and laid out before the
+  current file in the family's repository format (Qwen2.5-Coder ``<|repo_name|>`` /
+  ``<|file_sep|>``, StarCoder ``<repo_name>`` / ``<file_sep>``; a ``# Path: file``
+  comment line per file otherwise, naming the aliases the current file imports it
+  by: ``# Path: pkg/config.py (config as cfg)``).  The block depends only on the
+  snippets, not on the cursor or the current file's text, so it stays the prompt's
+  stable start and its KV state is reused across keystrokes;
 - stop rules: end of line, or in multi-line mode a dedent below the cursor line;
 - trimming text that repeats what already follows the cursor.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptrack_lsp.completion.project_context import ProjectContext, Snippet
 from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.config import DEFAULT_CONTEXT_TOKENS
 
 #: characters that continue an identifier (Python's identifier rules, ASCII fast path)
 _IDENTIFIER_TAIL = re.compile(r"[^\W]+\Z", re.UNICODE)
@@ -41,6 +52,17 @@ MAX_CHARS_PER_TOKEN = 8
 #: tokens of slack when a window's size is estimated from the tail's encoding (a token
 #: may straddle the window's first line break)
 ESTIMATE_MARGIN = 2
+#: the line that names a file in the plain context format (models without repository tokens)
+PLAIN_FILE_HEADER = "# Path: "
+#: a snippet cut to fit the context budget keeps at least this many tokens (else it is left out)
+MIN_SNIPPET_TOKENS = 16
+#: the largest automatic context budget of any model (what a request gathers for)
+MAX_AUTOMATIC_CONTEXT_TOKENS = 2048
+#: one named definition or outline takes at most this share of the context budget (cut at a
+#: line end), so that the block holds several of the modules the file uses
+PIECE_SHARE = 0.25
+#: context blocks, snippet encodings and cut snippets kept per builder (least recently used out)
+_CACHE_SIZES = {"block": 32, "snippet": 1024, "cut": 1024}
 
 
 @dataclass(frozen=True)
@@ -63,10 +85,26 @@ FIM_TOKEN_NAMES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def detect_fim(tokenizer) -> FIMFormat | None:
-    """The FIM format of a Hugging Face tokenizer, from its vocabulary and special tokens."""
-    if tokenizer is None:
-        return None
+@dataclass(frozen=True)
+class RepoFormat:
+    """Repository-level special tokens of one model family: ``<|repo_name|>name\n``
+    then ``<|file_sep|>path\ncode`` per file (Qwen2.5-Coder), or ``<repo_name>name``
+    then ``<file_sep>path\ncode`` (StarCoder, whose FIM puts the current file's path
+    after ``<fim_prefix>``)."""
+
+    name: str
+    repo_name_id: int
+    file_sep_id: int
+
+
+#: (family, repository name token, file separator token); first match wins
+REPO_TOKEN_NAMES: tuple[tuple[str, str, str], ...] = (
+    ("qwen", "<|repo_name|>", "<|file_sep|>"),
+    ("starcoder", "<repo_name>", "<file_sep>"),
+)
+
+
+def _special_vocabulary(tokenizer) -> dict[str, int]:
     vocabulary: dict[str, int] = {}
     try:
         vocabulary.update(tokenizer.get_vocab())
@@ -74,6 +112,25 @@ def detect_fim(tokenizer) -> FIMFormat | None:
         pass
     for token, token_id in (getattr(tokenizer, "added_tokens_encoder", None) or {}).items():
         vocabulary.setdefault(token, token_id)
+    return vocabulary
+
+
+def detect_repo_format(tokenizer) -> RepoFormat | None:
+    """The repository format of a Hugging Face tokenizer, when it has those tokens."""
+    if tokenizer is None:
+        return None
+    vocabulary = _special_vocabulary(tokenizer)
+    for family, repo_name, file_sep in REPO_TOKEN_NAMES:
+        if repo_name in vocabulary and file_sep in vocabulary:
+            return RepoFormat(family, vocabulary[repo_name], vocabulary[file_sep])
+    return None
+
+
+def detect_fim(tokenizer) -> FIMFormat | None:
+    """The FIM format of a Hugging Face tokenizer, from its vocabulary and special tokens."""
+    if tokenizer is None:
+        return None
+    vocabulary = _special_vocabulary(tokenizer)
     for family, prefix, suffix, middle in FIM_TOKEN_NAMES:
         if prefix in vocabulary and suffix in vocabulary and middle in vocabulary:
             return FIMFormat(family, vocabulary[prefix], vocabulary[suffix], vocabulary[middle])
@@ -123,6 +180,10 @@ class PromptPlan:
     dropped_prefix_chars: int = 0
     #: characters after the cursor left out of the prompt (FIM)
     dropped_suffix_chars: int = 0
+    #: prompt tokens of the project context block (snippets and the current file's header)
+    context_tokens: int = 0
+    #: (file label, kind) of each snippet in the block, in prompt order
+    context_snippets: tuple[tuple[str, str], ...] = ()
 
     @property
     def indent(self) -> str:
@@ -196,11 +257,32 @@ def _line_decided(line: str) -> bool:
     return bool(line.strip())
 
 
+def plain_header(snippet: Snippet) -> str:
+    """A snippet's first line in the plain format: ``# Path: pkg/utils.py``, with the
+    names the current file binds its module or definitions to when they differ
+    (``# Path: pkg/config.py (config as cfg, Report as R)``)."""
+    note = ", ".join(f"{name} as {alias}" for name, alias in snippet.aliases)
+    return f"{PLAIN_FILE_HEADER}{snippet.path}" + (f" ({note})" if note else "")
+
+
 def prompt_budget(lm, max_new_tokens: int, max_prompt_tokens: int | None = None) -> int:
     """Prompt tokens that leave room for `max_new_tokens` in the model's context."""
     budget = max_prompt_tokens or 1536
     if lm.max_context:
         budget = min(budget, max(16, int(lm.max_context) - int(max_new_tokens)))
+    return budget
+
+
+def context_budget(lm, max_new_tokens: int, context_tokens: int | None, max_prompt_tokens: int | None = None) -> int:
+    """Tokens of project context (setting `contextTokens`; None: the model's
+    `default_context_tokens`, else `DEFAULT_CONTEXT_TOKENS`) that fit in the model's
+    context beside the current file's window and `max_new_tokens`."""
+    if context_tokens is None:
+        context_tokens = getattr(lm, "default_context_tokens", None) or DEFAULT_CONTEXT_TOKENS
+    budget = max(0, int(context_tokens))
+    if lm.max_context:
+        window = prompt_budget(lm, max_new_tokens, max_prompt_tokens)
+        budget = min(budget, max(0, int(lm.max_context) - int(max_new_tokens) - window - 4))
     return budget
 
 
@@ -221,13 +303,28 @@ class PromptBuilder:
     #: share of the budget the suffix may take with FIM
     suffix_share: float = 0.25
     heal: bool = True
+    #: repository-level tokens of the model family (None: plain ``# Path:`` lines)
+    repo: RepoFormat | None = None
+    #: tokens of project context before the current file (0: none), beside `max_prompt_tokens`
+    context_tokens: int = 0
+    #: context blocks and snippet encodings already built (shared by the builder's copies)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def for_model(cls, lm, max_prompt_tokens: int | None = None, max_new_tokens: int = 48, heal: bool = True):
-        """A builder for a `LanguageModel`: FIM and BOS ids from the model when it states
-        them (`lm.fim_format`, `lm.bos_ids`: a GGUF's own metadata), else from `lm.tokenizer`."""
+    def for_model(
+        cls,
+        lm,
+        max_prompt_tokens: int | None = None,
+        max_new_tokens: int = 48,
+        heal: bool = True,
+        context_tokens: int | None = 0,
+    ):
+        """A builder for a `LanguageModel`: FIM, repository and BOS ids from the model when
+        it states them (`lm.fim_format`, `lm.repo_format`, `lm.bos_ids`: a GGUF's own
+        metadata), else from `lm.tokenizer`."""
         tokenizer = getattr(lm, "tokenizer", None)
         fim = getattr(lm, "fim_format", None)
+        repo = getattr(lm, "repo_format", None)
         bos_ids = getattr(lm, "bos_ids", None)
         return cls(
             vocab=lm.vocab,
@@ -236,13 +333,23 @@ class PromptBuilder:
             bos_ids=tuple(bos_ids if bos_ids is not None else detect_bos(tokenizer)),
             max_prompt_tokens=prompt_budget(lm, max_new_tokens, max_prompt_tokens),
             heal=heal,
+            repo=repo if repo is not None else detect_repo_format(tokenizer),
+            context_tokens=context_budget(lm, max_new_tokens, context_tokens, max_prompt_tokens),
         )
 
     # -- public ---------------------------------------------------------------------
-    def build(self, text: str, offset: int, multiline: bool = False, typed_word: str | None = None) -> PromptPlan:
+    def build(
+        self,
+        text: str,
+        offset: int,
+        multiline: bool = False,
+        typed_word: str | None = None,
+        context: ProjectContext | None = None,
+    ) -> PromptPlan:
         """The plan for a cursor at character `offset` of `text` (clamped to the text);
         `typed_word`: the identifier typed before the cursor, when the caller knows it
-        (`CompletionRequest.typed_word`)."""
+        (`CompletionRequest.typed_word`); `context`: snippets of other files for the
+        context block (`CompletionRequest.context`)."""
         offset = max(0, min(int(offset), len(text)))
         prefix, suffix = text[:offset], text[offset:]
         line_start = prefix.rfind("\n") + 1
@@ -269,11 +376,16 @@ class PromptBuilder:
         heal_text = ""
         if self.heal:
             prefix_ids, heal_text = self._heal(prefix[window_start:], prefix_ids, typed_word)
+        block, header, chosen = self.context_block(context)
         if use_fim:
             fim = self.fim
-            ids = [*self.bos_ids, fim.prefix_id, *prefix_ids, fim.suffix_id, *suffix_ids, fim.middle_id]
+            if self.repo is not None and self.repo.name == "starcoder":  # <file_sep><fim_prefix>path\n...
+                start = [*block, fim.prefix_id, *header]
+            else:
+                start = [*block, *header, fim.prefix_id]
+            ids = [*self.bos_ids, *start, *prefix_ids, fim.suffix_id, *suffix_ids, fim.middle_id]
         else:
-            ids = [*self.bos_ids, *prefix_ids]
+            ids = [*self.bos_ids, *block, *header, *prefix_ids]
         return PromptPlan(
             prompt_ids=ids,
             heal_text=heal_text,
@@ -285,7 +397,129 @@ class PromptBuilder:
             fim=self.fim.name if use_fim else None,
             dropped_prefix_chars=window_start,
             dropped_suffix_chars=dropped_suffix,
+            context_tokens=len(block) + len(header),
+            context_snippets=tuple((snippet.path, snippet.kind) for snippet in chosen),
         )
+
+    # -- the project context block ------------------------------------------------------
+    def context_block(self, context: ProjectContext | None) -> tuple[list[int], list[int], tuple[Snippet, ...]]:
+        """(block ids, current file header ids, the snippets chosen, in prompt order) for
+        `context` within `context_tokens`; empty when there is no context or nothing fits.
+
+        Snippets are taken most important first while they fit (one that does not, or
+        that is longer than `PIECE_SHARE` of the budget, is cut at a line end, whole files
+        excepted; a whole file replaces the pieces of it taken before) and laid out least
+        important first, so the most important ones sit next to the current file.  Cached: the same snippets and budget give the same ids."""
+        if context is None or not context.snippets or self.context_tokens <= 0:
+            return [], [], ()
+        key = (context, self.context_tokens, self.repo)
+        cached = self._recall("block", key)
+        if cached is None:
+            cached = self._remember("block", key, self._build_block(context))
+        block, header, chosen = cached
+        return list(block), list(header), chosen
+
+    def _build_block(self, context: ProjectContext) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Snippet, ...]]:
+        repo = self.repo
+        path = context.path or "untitled.py"
+        if repo is None:
+            start: list[int] = []
+            header = self.encode(f"{PLAIN_FILE_HEADER}{path}\n")
+            end: list[int] = []
+        else:
+            start = [repo.repo_name_id, *self.encode(context.repo + ("\n" if repo.name == "qwen" else ""))] if context.repo else []
+            if repo.name == "starcoder":
+                header, end = self.encode(f"{path}\n"), [repo.file_sep_id]
+            else:
+                header, end = [repo.file_sep_id, *self.encode(f"{path}\n")], []
+        remaining = self.context_tokens - len(start) - len(header) - len(end)
+        share = max(MIN_SNIPPET_TOKENS, int(self.context_tokens * PIECE_SHARE))
+        chosen: list[tuple[Snippet, list[int]]] = []
+        whole: set[str] = set()
+        for snippet in context.snippets:
+            if remaining < MIN_SNIPPET_TOKENS:
+                break
+            if snippet.source in whole:
+                continue
+            if snippet.kind != "file":  # one module's piece leaves room for the others'
+                limit = min(share, remaining)
+                short = len(snippet.text) <= limit * MAX_CHARS_PER_TOKEN
+                ids = self._snippet_ids(snippet) if short else None
+                found = (snippet, ids) if ids is not None and len(ids) <= limit else self._cut_to_fit(snippet, limit)
+                if found is not None:
+                    chosen.append(found)
+                    remaining -= len(found[1])
+                continue
+            ids = self._snippet_ids(snippet)
+            refund = sum(len(i) for s, i in chosen if s.source == snippet.source)
+            if len(ids) <= remaining + refund:  # a whole file replaces its pieces
+                chosen = [(s, i) for s, i in chosen if s.source != snippet.source]
+                whole.add(snippet.source)
+                remaining += refund - len(ids)
+                chosen.append((snippet, ids))
+        if not chosen:
+            return (), (), ()
+        chosen.reverse()  # the most important next to the current file
+        block = [*start]
+        for _, ids in chosen:
+            block.extend(ids)
+        block.extend(end)
+        return tuple(block), tuple(header), tuple(s for s, _ in chosen)
+
+    def _recall(self, kind: str, key):
+        found = self._cache.setdefault(kind, collections.OrderedDict())
+        value = found.get(key)
+        if value is not None:
+            found.move_to_end(key)
+        return value
+
+    def _remember(self, kind: str, key, value):
+        found = self._cache.setdefault(kind, collections.OrderedDict())
+        found[key] = value
+        while len(found) > _CACHE_SIZES[kind]:
+            found.popitem(last=False)
+        return value
+
+    def _snippet_ids(self, snippet: Snippet, remember: bool = True) -> list[int]:
+        key = (snippet.path, snippet.text, snippet.aliases, self.repo)
+        ids = self._recall("snippet", key)
+        if ids is None:
+            body = snippet.text.rstrip()
+            if self.repo is None:
+                ids = self.encode(f"{plain_header(snippet)}\n{body}\n\n")
+            else:
+                ids = [self.repo.file_sep_id, *self.encode(f"{snippet.path}\n{body}\n")]
+            if remember:
+                self._remember("snippet", key, ids)
+        return ids
+
+    def _cut_to_fit(self, snippet: Snippet, budget: int) -> tuple[Snippet, list[int]] | None:
+        """The longest head of `snippet` (whole lines) that fits `budget` tokens, or None
+        when less than `MIN_SNIPPET_TOKENS` would remain."""
+        import dataclasses
+
+        key = (snippet, budget, self.repo)
+        cached = self._recall("cut", key)
+        if cached is not None:
+            return cached or None
+        text = snippet.text.rstrip()
+        limit = budget * MAX_CHARS_PER_TOKEN
+        if len(text) > limit:  # no more than this can fit
+            text = text[: max(text.rfind("\n", 0, limit), 0)]
+        lines = text.split("\n")
+        low, high, best = 1, len(lines), None
+        while low <= high:
+            middle = (low + high) // 2
+            cut = dataclasses.replace(snippet, text="\n".join(lines[:middle]))
+            ids = self._snippet_ids(cut, remember=False)
+            if len(ids) <= budget:
+                best, low = (cut, ids), middle + 1
+            else:
+                high = middle - 1
+        if best is None or len(best[1]) < MIN_SNIPPET_TOKENS:
+            best = None
+        self._remember("cut", key, best or ())
+        return best
 
     # -- windows --------------------------------------------------------------------
     def _prefix_window(self, prefix: str, budget: int) -> tuple[int, list[int]]:

@@ -122,7 +122,9 @@ class ModelHost:
                 progress("preparing the prompt builder", 80)
                 from adaptrack_lsp.completion.context import PromptBuilder
 
-                self.builder = PromptBuilder.for_model(lm, max_new_tokens=settings.max_new_tokens)
+                self.builder = PromptBuilder.for_model(
+                    lm, max_new_tokens=settings.max_new_tokens, context_tokens=settings.context_tokens
+                )
                 progress("preparing the model for requests", 90)
                 lm.warm_up(self.builder.max_prompt_tokens, settings.max_new_tokens)
                 if settings.syntax_constraint:
@@ -178,13 +180,14 @@ class ModelHost:
 
     # -- per request -----------------------------------------------------------------------
     def prompt_builder(self, settings: Settings, heal: bool):
-        """The prompt builder for a request: token healing on or off, and a prompt budget
-        that leaves room for the request's `maxNewTokens` (not the one at load time).
-        Call with `lock` held."""
-        from adaptrack_lsp.completion.context import prompt_budget
+        """The prompt builder for a request: token healing on or off, and prompt and
+        context budgets that leave room for the request's `maxNewTokens` (not the one at
+        load time) and follow its `contextTokens`.  Call with `lock` held."""
+        from adaptrack_lsp.completion.context import context_budget, prompt_budget
 
         builder = self.builder
         budget = prompt_budget(self.model, settings.max_new_tokens)
-        if builder.heal != heal or builder.max_prompt_tokens != budget:
-            builder = dataclasses.replace(builder, heal=heal, max_prompt_tokens=budget)
+        context = context_budget(self.model, settings.max_new_tokens, settings.context_tokens)
+        if builder.heal != heal or builder.max_prompt_tokens != budget or builder.context_tokens != context:
+            builder = dataclasses.replace(builder, heal=heal, max_prompt_tokens=budget, context_tokens=context)
         return builder

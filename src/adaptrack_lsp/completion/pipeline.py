@@ -186,6 +186,7 @@ def run(
     # mask time per constraint part (the rest of constraint_seconds: transitions, lazy checks)
     counters["constraint_part_seconds"] = dict(getattr(constraint, "part_seconds", {}))
     pending = tuple(tuple(p) for p in view.pending) if view is not None and answer_now else ()
+    counters["context_tokens"] = plan.context_tokens
     return CompletionResult(
         candidates=candidates,
         counters=counters,
@@ -261,7 +262,11 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
         lm = host.model
         started = time.perf_counter()
         plan = host.prompt_builder(settings, heal=constrained).build(
-            request.text, request.offset, multiline=settings.multiline, typed_word=request.typed_word
+            request.text,
+            request.offset,
+            multiline=settings.multiline,
+            typed_word=request.typed_word,
+            context=request.context,
         )
         planned = time.perf_counter()
         constraint = token_constraint(

@@ -3,8 +3,11 @@
 `CompletionRequest` holds everything later steps need about the cursor, derived once
 from the document snapshot the request was made on: the text (made safe for
 tokenizers), the cursor offset, the partial word typed before it, the modules the
-document's imports bind, the settings in force and the seed.  The prompt plan, the
-constraint and the response are built from it; nothing re-reads the document.
+document's imports bind, the settings in force, the seed and the project context (the
+snippets of other open documents and imported workspace modules, `project_context.py`,
+gathered once from the sources the server holds when the request arrives).  The prompt
+plan, the constraint and the response are built from it; nothing re-reads the document
+or the other files.
 
 `RequestControl` is the one place that says whether a running request must stop, and
 why: the client cancelled it, a newer request for the same document superseded it, or
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from adaptrack_lsp.apis.imports import document_roots
 from adaptrack_lsp.apis.index import CALL, members_key
 from adaptrack_lsp.apis.receivers import receiver_bindings
+from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, gather_context
 from adaptrack_lsp.config import Settings
 
 MODES = ("inline", "list")
@@ -77,6 +81,8 @@ class CompletionRequest:
     needed_paths: tuple[tuple[str, ...], ...] = ()
     #: the part of them that is the attribute chain at the cursor (`chain_paths`)
     chain_paths: tuple[tuple[str, ...], ...] = ()
+    #: snippets of other files for the prompt (None: no context, or `contextTokens` 0)
+    context: ProjectContext | None = None
 
     @classmethod
     def build(
@@ -89,7 +95,10 @@ class CompletionRequest:
         document: str = "",
         version: int | None = None,
         seed: int | None = None,
+        sources: ContextSources | None = None,
     ) -> CompletionRequest:
+        """`sources`: where project context may come from (open documents, the workspace
+        root and its trust); None for no context."""
         if mode not in MODES:
             raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
         text = sanitize_text(text)
@@ -98,11 +107,18 @@ class CompletionRequest:
         roots = document_roots(text)
         line_prefix = text[line_start:offset]
         receivers = receiver_bindings(text, offset, roots)
+        settings = settings or Settings()
+        context = None
+        if sources is not None and settings.context_tokens != 0:
+            from adaptrack_lsp.completion.context import MAX_AUTOMATIC_CONTEXT_TOKENS, MAX_CHARS_PER_TOKEN
+
+            tokens = settings.context_tokens or MAX_AUTOMATIC_CONTEXT_TOKENS
+            context = gather_context(document, text, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset)
         return cls(
             text=text,
             offset=offset,
             mode=mode,
-            settings=settings or Settings(),
+            settings=settings,
             document=document,
             version=version,
             seed=request_seed(text, offset, mode) if seed is None else int(seed),
@@ -113,10 +129,11 @@ class CompletionRequest:
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
-                    + (open_call_paths(text, offset, {**receivers, **roots}) if (settings or Settings()).keyword_arguments else ())
+                    + (open_call_paths(text, offset, {**receivers, **roots}) if settings.keyword_arguments else ())
                 )
             ),
             chain_paths=chain_paths(line_prefix, roots, receivers),
+            context=context,
         )
 
     @property

@@ -31,6 +31,7 @@ from adaptrack_lsp.completion.pipeline import (
     indexing_result,
     run,
 )
+from adaptrack_lsp.completion.project_context import ContextSources
 from adaptrack_lsp.completion.request import CompletionRequest, RequestControl
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.environment import ConstraintEnvironment, IndexFactory
@@ -147,11 +148,16 @@ class CompletionService:
         version: int | None = None,
         settings: Settings | None = None,
         seed: int | None = None,
+        open_documents: tuple[tuple[str, str], ...] = (),
     ) -> CompletionRequest:
         """A request for a cursor at character `offset` of `text`, with the settings in
-        force now (unless `settings` are given)."""
+        force now (unless `settings` are given).  Its project context comes from
+        `open_documents` ((path, text) of the documents open in the editor) and, in a
+        trusted workspace, the workspace modules `document` imports."""
+        settings = settings or self.settings
+        sources = ContextSources(self.constraints.workspace_root, settings.trusted_workspace, tuple(open_documents))
         return CompletionRequest.build(
-            text, offset, mode=mode, settings=settings or self.settings, document=document, version=version, seed=seed
+            text, offset, mode=mode, settings=settings, document=document, version=version, seed=seed, sources=sources
         )
 
     def begin_request(self, key: str) -> Callable[[], bool]:
@@ -213,6 +219,7 @@ class CompletionService:
         document: str = "",
         wait_for_index: bool = False,
         index_progress: Callable[[str], None] | None = None,
+        open_documents: tuple[tuple[str, str], ...] = (),
     ) -> CompletionResult:
         """Candidates for a cursor at character `offset` of `text`, on the calling thread.
 
@@ -224,9 +231,12 @@ class CompletionService:
         gives the same list).  `timeoutMs` bounds decoding only; API members not computed
         yet are waited for (`wait_for_index`, with `index_progress`) or answered with
         status "indexing" (see `pipeline.run`).  Counters: `index_seconds`,
-        `index_wait_seconds`, `wall_seconds`, `service_seconds`.
+        `index_wait_seconds`, `wall_seconds`, `service_seconds`.  `document` (a path or
+        ``file:`` URI) and `open_documents` give the project context (`request`).
         """
-        request = self.request(text, offset, mode=mode, document=document, settings=settings, seed=seed)
+        request = self.request(
+            text, offset, mode=mode, document=document, settings=settings, seed=seed, open_documents=open_documents
+        )
         self.host.require_ready()
         control = RequestControl(cancelled)
         return run(request, self.host, self.constraints, control, wait_for_index=wait_for_index, index_progress=index_progress)

@@ -388,7 +388,12 @@ class AdaptrackServer(LanguageServer):
         if offset is None:
             return None
         request = self.service.request(
-            document.source, offset, mode=mode, document=_unquote(uri), version=document.version
+            document.source,
+            offset,
+            mode=mode,
+            document=_unquote(uri),
+            version=document.version,
+            open_documents=self.open_documents(),
         )
         word = request.typed_word
         start = document.client_position_at_offset(offset - len(word)) if word else position
@@ -416,6 +421,20 @@ class AdaptrackServer(LanguageServer):
             self.health.constraint_unavailable(problem)
         else:
             self.index_ready(True)
+
+    def open_documents(self) -> tuple[tuple[str, str], ...]:
+        """(file path, text) of the Python documents open in the editor, in the order they
+        were opened (the project context of a request; `completion/project_context.py`)."""
+        from pygls.uris import to_fs_path
+
+        found = []
+        for uri, document in list(self.workspace.text_documents.items()):
+            if not uri.startswith("file:"):
+                continue
+            path = to_fs_path(uri)
+            if path and (document.language_id == "python" or path.endswith((".py", ".pyi"))):
+                found.append((path, document.source))
+        return tuple(found)
 
     def index_ready(self, answered: bool) -> None:
         """The API members an "indexing" answer waited for are computed: status "ready"

@@ -14,6 +14,16 @@ training.  Two parts, mixed per token:
   suffix of the context in the prompt itself (code repeats its own names), weighted by
   the characters c of that suffix as c / (c + 6).  On held-out files it doubles
   next-token top-1 (see `benchmarks/builtin_model.py`);
+- the members of the project context: a prompt that starts with snippets of other files
+  (``# Path: file`` lines, `context.PLAIN_FILE_HEADER`) tells the document model which
+  names each of those modules defines (top-level functions, classes, assignments and
+  relative re-exports) and which methods and class attributes each of their classes
+  has; after ``owner.`` where the owner is such a module (by its file name: ``utils.``
+  for ``pkg/utils.py``, or the alias the header names) or class, the next token is also
+  drawn, with weight `MEMBER_WEIGHT`, from the names' tokens (so names from ``utils.py``
+  are proposed in ``main.py``).  The suffix matches stay within the current file (the
+  last ``# Path:`` section): copying a snippet's signature (defaults included) into a
+  call is worse than the corpus model's guess;
 - a line prior (`BracketShapes`): a token that closes a bracket that is not open (or of
   another kind), ends the line while one is or continues it with a backslash, puts a
   colon where the statement needs none (or leaves a block header without one) or
@@ -38,8 +48,10 @@ writable the model is built in memory with one message (and again at the next st
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
+import keyword
 import logging
 import os
 import re
@@ -86,6 +98,22 @@ DOCUMENT_WEIGHT = 6.0
 #: longest suffix match looked for in the prompt (tokens), and how far back (tokens)
 DOCUMENT_MAX_MATCH = 32
 DOCUMENT_WINDOW = 4096
+#: the member model's weight where it knows the owner before the cursor's ``.``
+MEMBER_WEIGHT = 0.6
+#: a member name sharing a run of c >= 3 characters with a name on the cursor's line
+#: (``integral = _fitpack.`` and ``splint``) counts 1 + SHARED_RUN_WEIGHT * (c - 2) times
+SHARED_RUN_WEIGHT = 4.0
+#: each use of ``owner.member`` earlier in the current file multiplies its weight by this + 1
+USED_WEIGHT = 2.0
+#: a line naming a file in the prompt's project context (`context.plain_header`): its
+#: path and the aliases the current file imports it (or its names) by
+_FILE_HEADER = re.compile(r"^# Path: (\S[^\n(]*?)(?: \(([^)\n]*)\))?[ \t]*$", re.M)
+#: ``owner.partial`` at the end of the text before the next token (the owner may be the
+#: last name of a dotted chain: ``pkg.utils.``)
+_MEMBER_ACCESS = re.compile(r"(?<!\w)([^\W\d]\w*)\.(\w*)\Z")
+_TOP_LEVEL_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+)|(\w+)[ \t]*(?::[^=\n]*)?=(?!=)")
+_ATTRIBUTE = re.compile(r"(?<![\w.])([^\W\d]\w*)\.([^\W\d]\w*)")
+_REEXPORT = re.compile(r"from[ \t]+\.[\w.]*[ \t]+import[ \t]+\(?([^)#\n]*)")
 #: the bracket prior: a token that closes a bracket that is not open, or ends the line
 #: while one is, keeps this share of its probability
 UNBALANCED_CLOSE = 1e-3
@@ -284,6 +312,11 @@ class BracketShapes:
 class BuiltinLanguageModel(LanguageModel):
     """The n-gram corpus model mixed with the document model, over a byte-level BPE."""
 
+    #: `contextTokens` when the setting is null: the context block costs no model time
+    #: here (it is read once per change into the member table; the suffix matches and
+    #: the scan stay in the current file), and more of the imported modules' names fit
+    default_context_tokens = 2048
+
     def __init__(self, tokenizer, tables: NGramTables, recipe: dict, manifest: dict | None = None, name: str = BUILTIN_NAME):
         from adaptrack_lsp.completion.tokenizer_bytes import (
             ROUND_TRIP_TEXTS,
@@ -312,6 +345,17 @@ class BuiltinLanguageModel(LanguageModel):
         self._document_weight = DOCUMENT_WEIGHT
         self._document_max_match = DOCUMENT_MAX_MATCH
         self._document_window = DOCUMENT_WINDOW
+        self._member_weight = MEMBER_WEIGHT
+        #: owner -> token sequences of its member names, from the prompt's context block
+        self._members: dict[str, tuple[tuple[int, ...], ...]] = {}
+        self._members_key: str | None = None
+        self._member_weight_cache: dict[tuple, list[float]] = {}
+        self._member_uses: collections.Counter = collections.Counter()
+        self._name_cache: dict[str, tuple[int, ...]] = {}
+        #: tokens that go on with a name (their text starts with a letter, digit or _)
+        self._continues_name = np.array([bool(t) and (t[0].isalnum() or t[0] == "_") for t in self.vocab.texts])
+        #: the prompt index where the current file starts (after the context block)
+        self._current_start = 0
 
     def set_prompt(
         self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
@@ -325,10 +369,19 @@ class BuiltinLanguageModel(LanguageModel):
         texts = [self.vocab.texts[t] for t in self._prompt[first:]]
         starts = np.concatenate(([0], np.cumsum([len(t) for t in texts])))
         window = "".join(texts)
-        state, flags = scan_code(window, window_start_state(window), marks=starts.tolist())
+        # a context block (snippets of other files) is read for its members only; the
+        # scan and the suffix matches start where the current file does
+        section = self._read_context_members(window, starts)
+        current = window[starts[section] :]
+        marks = (starts[section:] - starts[section]).tolist()
+        state, flags = scan_code(current, window_start_state(current), marks=marks)
         in_code = np.ones(len(self._prompt) + 1, dtype=bool)
-        in_code[first:] = flags
+        in_code[first : first + section] = False
+        in_code[first + section :] = flags
         self._prompt_in_code, self._prompt_state = in_code, state
+        self._current_start = first + section
+        self._member_uses = collections.Counter(_ATTRIBUTE.findall(current)) if self._members else collections.Counter()
+        self._member_weight_cache = {}
         newline_tokens = [i for i, t in enumerate(self._prompt) if b"\n" in self.vocab.token_bytes[t]]
         self._prompt_line_start = newline_tokens[-1] + 1 if newline_tokens else 0
         self.tokens_fed += len(ids)
@@ -352,6 +405,15 @@ class BuiltinLanguageModel(LanguageModel):
             matched = int(self.vocab.byte_lengths[context[len(context) - match :]].sum())
             weight = matched / (matched + self._document_weight)
             probs = (1.0 - weight) * probs + weight * document
+        if state.in_code and self._members:
+            found = self._member_distribution(context)
+            if found is not None:
+                members, ended = found
+                probs = probs / probs.sum()
+                if ended > 0.0:  # a member name is complete here: what may follow a name
+                    after = np.where(self._continues_name, 0.0, probs)
+                    members = members + ended * after / max(after.sum(), 1e-300)
+                probs = (1.0 - self._member_weight) * probs + self._member_weight * members
         if state.in_code:
             line = self._line_text(path)
             words = line.split(None, 1)
@@ -361,6 +423,93 @@ class BuiltinLanguageModel(LanguageModel):
         if len(repeated):
             probs[repeated] *= REPEAT
         return probs
+
+    # -- the project context's members -------------------------------------------------
+    def _read_context_members(self, window: str, starts: np.ndarray) -> int:
+        """Learn the members the prompt's context block defines (kept while the block is
+        the same: the block is the prompt's stable start); returns the index, in the
+        window's tokens, where the current file starts (0 without a block)."""
+        headers = list(_FILE_HEADER.finditer(window))
+        if len(headers) < 2:
+            self._members, self._members_key = {}, None
+            return 0
+        block = window[headers[0].start() : headers[-1].start()]
+        if block != self._members_key:
+            sections = [
+                (headers[i].group(1).strip(), headers[i].group(2) or "", window[headers[i].end() : headers[i + 1].start()])
+                for i in range(len(headers) - 1)
+            ]
+            names = context_member_names(sections)
+            self._members = {owner: tuple(self._name_ids(name) for name in found) for owner, found in names.items()}
+            self._members_key = block
+        return int(np.searchsorted(starts, headers[-1].end() + 1, side="left"))
+
+    def _name_ids(self, name: str) -> tuple[int, ...]:
+        ids = self._name_cache.get(name)
+        if ids is None:
+            if len(self._name_cache) > 65536:
+                self._name_cache.clear()
+            ids = self._name_cache[name] = tuple(self.encode(name))
+        return ids
+
+    def _member_distribution(self, context: list[int]) -> tuple[np.ndarray, float] | None:
+        """After ``owner.`` (and the start of a name), the next tokens of the owner's member
+        names (weighted by `_member_weights`), and the share of the names that end right
+        here (the caller gives it to the tokens that do not continue a name); None when
+        the owner is not known or no member name starts with what follows the dot."""
+        tail_ids = context[-24:]
+        tail = self.vocab.decode(tail_ids)
+        match = _MEMBER_ACCESS.search(tail)
+        if match is None:
+            return None
+        sequences = self._members.get(match.group(1))
+        if not sequences:
+            return None
+        typed, partial = [], match.group(2)
+        length = 0
+        for token in reversed(tail_ids):  # the tokens of the name typed after the dot
+            if length >= len(partial):
+                break
+            typed.insert(0, token)
+            length += len(self.vocab.texts[token])
+        if length != len(partial) or "".join(self.vocab.texts[t] for t in typed) != partial:
+            return None
+        depth = len(typed)
+        line = tail[tail.rfind("\n") + 1 : match.start()]
+        weights = self._member_weights(match.group(1), line)
+        following, counts, ended = [], [], 0.0
+        for sequence, weight in zip(sequences, weights):
+            if len(sequence) >= depth and list(sequence[:depth]) == typed:
+                if len(sequence) > depth:
+                    following.append(sequence[depth])
+                    counts.append(weight)
+                else:
+                    ended += weight
+        total = sum(counts) + ended
+        if total <= 0.0:
+            return None
+        mass = np.bincount(np.asarray(following, dtype=np.int64), weights=counts, minlength=self.vocab.size)
+        return mass / total, ended / total
+
+    def _member_weights(self, owner: str, line: str) -> list[float]:
+        """Each member of `owner` weighted by the longest run of characters it shares with
+        a name on the cursor's line (lower case): ``chi2 = _stats.`` favours
+        ``_SimpleChi2`` (1 when none shares 3 or more), times 1 + `USED_WEIGHT` per use
+        (up to 4) of ``owner.member`` earlier in the current file."""
+        words = tuple(sorted({w.lower() for w in re.findall(r"[^\W\d]\w*", line) if w != owner and not keyword.iskeyword(w)}))
+        key = (owner, words)
+        cached = self._member_weight_cache.get(key)
+        if cached is None:
+            cached = []
+            for sequence in self._members[owner]:
+                name = self.vocab.decode(list(sequence)).lower()
+                run = max((_longest_common_run(name, word) for word in words), default=0)
+                used = min(4, self._member_uses.get((owner, self.vocab.decode(list(sequence))), 0))
+                cached.append((1.0 + SHARED_RUN_WEIGHT * (run - 2) if run >= 3 else 1.0) * (1.0 + USED_WEIGHT * used))
+            if len(self._member_weight_cache) > 256:
+                self._member_weight_cache.clear()
+            self._member_weight_cache[key] = cached
+        return cached
 
     def _line_text(self, path: list[int]) -> str:
         """The text of the current line (prompt and path) up to the next token."""
@@ -402,12 +551,12 @@ class BuiltinLanguageModel(LanguageModel):
 
     def _document_distribution(self, context: list[int], in_code: bool) -> tuple[np.ndarray | None, int]:
         """The tokens that followed earlier occurrences, in the prompt, of the longest suffix
-        of `context` found there (within the last `document_window` tokens); (None, 0)
-        when there is none.  Only continuations inside the prompt count (generated text
+        of `context` found there (within the last `document_window` tokens of the current
+        file, after any context block); (None, 0) when there is none.  Only continuations inside the prompt count (generated text
         never reinforces itself: a cache of its own output loops, ``.fft.fft.fft``), and
         only those on the same side of code / comments and strings as the cursor (code
         is not completed with the prose of a comment)."""
-        window = context[-self._document_window :]
+        window = context[max(len(context) - self._document_window, self._current_start) :]
         tokens = np.asarray(window, dtype=np.int64)
         length = len(tokens)
         window_start = len(context) - length
@@ -429,6 +578,80 @@ class BuiltinLanguageModel(LanguageModel):
         following = tokens[1:][ends]
         counts = np.bincount(following, minlength=self.vocab.size).astype(np.float64)
         return counts / counts.sum(), match
+
+
+def _longest_common_run(a: str, b: str) -> int:
+    """The length of the longest substring `a` and `b` share."""
+    best = 0
+    for start in range(len(a)):
+        for end in range(start + best + 1, len(a) + 1):
+            if a[start:end] in b:
+                best = end - start
+            else:
+                break
+    return best
+
+
+def context_member_names(sections: Sequence[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """Owner -> member names defined in snippets of other files ((file label, alias note,
+    text)): a module (named by its file's stem, or its folder for ``__init__.py``) owns
+    its top-level functions, classes, assigned names and relative re-exports
+    (``from ._basic import fft``); a class owns its methods and class attributes (the
+    first indentation level of its body).  The alias note (``config as cfg, Report as
+    R``) gives the same members to the names the current file imports them by.  Dunder
+    names (``__init__``, ``__all__``) are left out: code rarely writes them after a dot."""
+    owners: dict[str, list[str]] = {}
+
+    def add(owner: str, name: str) -> None:
+        if keyword.iskeyword(name) or (name.startswith("__") and name.endswith("__")):
+            return
+        names = owners.setdefault(owner, [])
+        if name not in names:
+            names.append(name)
+
+    aliases: list[tuple[str, str]] = []
+    for path, note, text in sections:
+        parts = path.replace("\\", "/").split("/")
+        stem = parts[-1].rsplit(".", 1)[0]
+        module = parts[-2] if stem == "__init__" and len(parts) > 1 else stem
+        for entry in note.split(","):
+            pair = entry.split(" as ")
+            if len(pair) == 2 and pair[0].strip() and pair[1].strip():
+                aliases.append((pair[0].strip(), pair[1].strip()))
+        owner_class, member_indent = None, None
+        for line in text.split("\n"):
+            body = line.lstrip(" \t")
+            if not body or body.startswith("#"):
+                continue
+            indent = len(line) - len(body)
+            if indent == 0:
+                owner_class, member_indent = None, None
+                reexport = _REEXPORT.match(body)
+                if reexport:
+                    for item in reexport.group(1).split(","):
+                        words = item.split()
+                        if words and words[-1].isidentifier():
+                            add(module, words[-1])
+                    continue
+                found = _TOP_LEVEL_NAME.match(body)
+                if found:
+                    name = next(group for group in found.groups() if group)
+                    add(module, name)
+                    if found.group(2):
+                        owner_class = name
+                continue
+            if owner_class is None:
+                continue
+            if member_indent is None:
+                member_indent = indent
+            if indent == member_indent:
+                found = _TOP_LEVEL_NAME.match(body)
+                if found:
+                    add(owner_class, next(group for group in found.groups() if group))
+    for name, alias in aliases:
+        for member in owners.get(name, ()):
+            add(alias, member)
+    return owners
 
 
 # -- building ----------------------------------------------------------------------------
