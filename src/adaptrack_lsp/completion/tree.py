@@ -245,7 +245,11 @@ class PrefixTree:
 
         fed_before = lm.tokens_fed
         calls_before = getattr(lm, "server_calls", 0)
+        forward_before = getattr(lm, "forward_seconds", 0.0)
+        start = time.perf_counter()
         info = lm.set_prompt(list(request.prompt_ids), max_new_tokens=self.max_new_tokens, cache_key=request.cache_key)
+        self.counters.prompt_seconds += time.perf_counter() - start
+        self.counters.prompt_forward_seconds += getattr(lm, "forward_seconds", 0.0) - forward_before
         self.prompt_info = info
         self.counters.server_calls += getattr(lm, "server_calls", 0) - calls_before
         fed = lm.tokens_fed - fed_before
@@ -300,17 +304,44 @@ class PrefixTree:
 
     @contextlib.contextmanager
     def _lm_call(self):
-        """Count one LM call: `lm_calls`, `lm_seconds`, `tokens_fed`, `server_calls`."""
-        fed_before = self.lm.tokens_fed
-        calls_before = getattr(self.lm, "server_calls", 0)
+        """Count one LM call: `lm_calls`, `lm_seconds`, `tokens_fed`, `server_calls`, and
+        the backend's parts of it (`forward_seconds`, `kv_seconds`, `refed_tokens`,
+        `branch_switches`; an engine that does not time its forward counts the whole
+        call as forward)."""
+        lm = self.lm
+        fed_before = lm.tokens_fed
+        calls_before = getattr(lm, "server_calls", 0)
+        forward_before = getattr(lm, "forward_seconds", None)
+        kv_before = getattr(lm, "kv_seconds", 0.0)
+        switches_before = getattr(lm, "branch_switches", 0)
         start = time.perf_counter()
         try:
             yield
         finally:
-            self.counters.lm_seconds += time.perf_counter() - start
-            self.counters.lm_calls += 1
-            self.counters.tokens_fed += self.lm.tokens_fed - fed_before
-            self.counters.server_calls += getattr(self.lm, "server_calls", 0) - calls_before
+            elapsed = time.perf_counter() - start
+            counters = self.counters
+            counters.lm_seconds += elapsed
+            counters.lm_calls += 1
+            fed = lm.tokens_fed - fed_before
+            counters.tokens_fed += fed
+            counters.refed_tokens += max(0, fed - 1)
+            counters.server_calls += getattr(lm, "server_calls", 0) - calls_before
+            counters.forward_seconds += elapsed if forward_before is None else lm.forward_seconds - forward_before
+            counters.kv_seconds += getattr(lm, "kv_seconds", 0.0) - kv_before
+            counters.branch_switches += getattr(lm, "branch_switches", 0) - switches_before
+
+    @contextlib.contextmanager
+    def _distribution_work(self):
+        """Count the time inside as `distribution_seconds`, less the LM calls and the
+        constraint work made inside (counted as theirs)."""
+        counters = self.counters
+        lm_before, constraint_before = counters.lm_seconds, counters.constraint_seconds
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            inner = (counters.lm_seconds - lm_before) + (counters.constraint_seconds - constraint_before)
+            counters.distribution_seconds += max(0.0, time.perf_counter() - start - inner)
 
     def _scaled(self, logprobs: np.ndarray) -> np.ndarray:
         """log P(u|x) at the request temperature, normalised over the whole vocabulary
@@ -346,6 +377,10 @@ class PrefixTree:
         """
         if node.evaluated:
             return
+        with self._distribution_work():
+            self._evaluate_node(node, validity)
+
+    def _evaluate_node(self, node: Node, validity: str) -> None:
         if node.leaf:
             raise ValueError("a complete or cut node has no next-token distribution")
         if self.partial:
@@ -626,6 +661,10 @@ class PrefixTree:
 
         The tail was pruned at the first evaluation, so the LM is asked again for this
         node (counted in `lm_calls` and `tail_evaluations`)."""
+        with self._distribution_work():
+            return self._expand_tail(node)
+
+    def _expand_tail(self, node: Node) -> np.ndarray:
         if node.tail_mass <= 0.0:
             return np.zeros(0, dtype=np.int64)
         if node.partial and not getattr(self.lm, "can_enumerate", False):

@@ -514,6 +514,10 @@ class LlamaCppLanguageModel(LanguageModel):
         self.forward_calls = 0
         #: branches dropped to make room (each may cost re-fed tokens later)
         self.evictions = 0
+        #: seconds in KV cache operations (sequence copies and removals) and branches
+        #: started by a copy (a node whose parent is not a branch tip)
+        self.kv_seconds = 0.0
+        self.branch_switches = 0
         #: what the prompt builder needs from the GGUF's tokenizer
         if gguf_vocab.fim_ids is not None:
             from adaptrack_lsp.completion.context import FIMFormat
@@ -682,7 +686,10 @@ class LlamaCppLanguageModel(LanguageModel):
             else:
                 claimed.add(source)
                 target = self._new_branch(keep=claimed)
+                started_at = time.perf_counter()
                 self.engine.seq_cp(source, target, prompt_length + held)
+                self.kv_seconds += time.perf_counter() - started_at
+                self.branch_switches += 1
                 self._branches[target] = list(path[:held])
                 started.append(target)
                 extended.add(target)
@@ -746,7 +753,9 @@ class LlamaCppLanguageModel(LanguageModel):
         if victim is None:
             return False
         path = self._branches.pop(victim)
+        started = time.perf_counter()
         self.engine.seq_rm(victim)
+        self.kv_seconds += time.perf_counter() - started
         self._free.append(victim)
         self.evictions += 1
         # nodes the victim held stay held by another branch that shares them, if any
