@@ -226,6 +226,7 @@ class PrefixTree:
         self.started = time.perf_counter()
         self.deadline = None if request.timeout_s is None else self.started + float(request.timeout_s)
         self._special_or_padding = self._excluded_ids()
+        self._excluded_list = np.flatnonzero(self._special_or_padding)
         #: the LM gives top-K + tail distributions (see the module docstring)
         self.partial = bool(getattr(lm, "partial", False))
         #: partial distributions are the top-K truncation (temperature other than 1 when
@@ -353,6 +354,13 @@ class PrefixTree:
         top = float(scaled.max())
         return scaled - (top + math.log(float(np.exp(scaled - top).sum())))
 
+    def _eligible(self, scaled: np.ndarray) -> np.ndarray:
+        """A copy of `scaled` with special and padding ids at -inf (a copy and a few
+        assignments: `np.where` over the vocabulary costs ten times more)."""
+        eligible = scaled.copy()
+        eligible[self._excluded_list] = -np.inf
+        return eligible
+
     @staticmethod
     def _probabilities(values: np.ndarray) -> np.ndarray:
         """exp of log-probabilities as float64; float32 inputs use a float32 exp (float64
@@ -387,8 +395,7 @@ class PrefixTree:
             self._evaluate_partial(node, validity)
             return
         logprobs = self._ask_lm(node)
-        scaled = self._scaled(logprobs)
-        eligible = np.where(self._special_or_padding, -np.inf, scaled)
+        eligible = self._eligible(self._scaled(logprobs))
         best = float(eligible.max())
         possible = eligible > -np.inf
         likely = eligible >= best - self.prune_logprob
@@ -410,8 +417,10 @@ class PrefixTree:
             keep = likely
         candidates = np.flatnonzero(keep).astype(np.int32)
         node.candidates = candidates
-        node.raw_logprobs = logprobs[candidates]
-        node.probs = self._probabilities(eligible[candidates])
+        # a boolean mask selects the same ascending ids as `candidates`, 3x faster than
+        # gathering them by index over a 152k vocabulary
+        node.raw_logprobs = logprobs[keep]
+        node.probs = self._probabilities(eligible[keep])
         tail = possible & ~keep
         node.tail_mass = float(self._probabilities(eligible[tail]).sum()) if tail.any() else 0.0
         if not node.valid:
@@ -675,7 +684,7 @@ class PrefixTree:
         self.counters.tail_evaluations += 1
         was_checked = node.partial and node.valid and (node.checked or node.pending)
         node.partial = False
-        eligible = np.where(self._special_or_padding, -np.inf, self._scaled(logprobs))
+        eligible = self._eligible(self._scaled(logprobs))
         outside = np.ones(self.vocab.size, dtype=bool)
         outside[node.candidates] = False
         new_ids = np.flatnonzero(outside & (eligible > -np.inf)).astype(np.int32)

@@ -507,7 +507,6 @@ class LlamaCppLanguageModel(LanguageModel):
         self._holder: dict[tuple[int, ...], int] = {}
         self._slots: OrderedDict[Hashable, _PromptSlot] = OrderedDict()
         self._active: _PromptSlot | None = None
-        self._padding = np.arange(self.vocab.size) >= self.vocab.num_defined
         self.tokens_fed = 0
         #: seconds inside llama_decode and calls of it (for overhead measurements)
         self.forward_seconds = 0.0
@@ -831,8 +830,10 @@ class LlamaCppLanguageModel(LanguageModel):
                 raise ValueError(f"{what} token id {token_id} is outside the tokenizer's {self.vocab.num_defined} ids")
 
     def _logprobs(self, logits: np.ndarray) -> np.ndarray:
-        """log-softmax (float32 values, float64 sum) with padding ids at -inf."""
-        values = np.where(self._padding, np.float32(-np.inf), logits.astype(np.float32, copy=False))
+        """log-softmax (float32 values, float64 sum) with padding ids (the ids past the
+        tokenizer's, at the end) at -inf."""
+        values = np.array(logits, dtype=np.float32)  # a copy: the caller's array stays as it was
+        values[self.vocab.num_defined :] = -np.inf
         top = float(values.max())
         if not top < np.inf:  # NaN anywhere makes the maximum NaN
             raise ModelError("the model produced NaN or +inf logits")
