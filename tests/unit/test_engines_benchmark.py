@@ -32,7 +32,8 @@ def test_smoke_run_prints_every_row_and_the_figures_line(monkeypatch, capsys):
     number = r"(\d+\.\d+|nan)"
     pattern = (rf"llamacpp_node_over_own_token={number} llamacpp_speedup_vs_transformers_0_5b={number} "
                rf"server_calls_per_greedy={number} server_p50_over_inprocess={number} "
-               rf"ghost_p50_over_budget_max={number} ghost_speedup_vs_transformers_0_5b={number} "
+               rf"ghost_p50_over_budget_max={number} ghost_outside_model_max={number} "
+               rf"ghost_speedup_vs_transformers_0_5b={number} "
                rf"ghost_speedup_over_call_speedup={number}")
     assert re.fullmatch(pattern, lines[-1]), lines[-1]
     assert not lines[-1].startswith("llamacpp_node_over_own_token=nan")

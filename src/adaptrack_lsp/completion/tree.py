@@ -432,7 +432,7 @@ class PrefixTree:
             node.child_q = np.ones(candidates.size)
             node.tail_q = 1.0
         else:
-            node.validity = np.where(valid_mask[candidates], VALID, INVALID).astype(np.int8)
+            node.validity = np.where(valid_mask[keep], VALID, INVALID).astype(np.int8)
             node.tail_invalid = True  # every valid token is a candidate
             node.checked = True
             if validity == "apply":
