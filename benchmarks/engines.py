@@ -23,18 +23,36 @@ Rows per model and engine:
   in the other rows: a random-weight model's text is rarely Python, and the syntax
   constraint would make each completion a search to the time limit) over `--edits`
   successive edits at the end of the file: wall p50/p95, LM calls and server calls per
-  completion;
+  completion; then where a completion's time goes (mean per completion, from the
+  decode's counters): the prompt (tokens fed after the edit, seconds in `set_prompt`
+  and their forward), the tree's nodes (tokens fed, re-fed after branch switches,
+  branch switches, forward seconds), KV work on branch switches, distribution handling
+  (log-softmax, copies of the 152k-entry vector, the tree's per-node storage, sampler
+  proposals), the constraint, and other (the rest of the request: prompt plan,
+  constraint set-up, bookkeeping); and the budget 1.2 x (LM calls x greedy ms per LM
+  call) + the prompt's re-feed, against which the p50 is measured;
+- llama.cpp only: what a branch switch costs in the KV cache, both ways: a sequence
+  copy (`llama_memory_seq_cp`, what the backend does) and a truncation
+  (`llama_memory_seq_rm`, after which the divergent tokens are fed again);
+- the ``greedy`` and ``exact k=5`` rows end with the same split per LM call;
 - server only: server calls per greedy completion on the model's own path (no
   constraint, so the path is valid), where lookahead should make it 1.
 
 Last line: ``llamacpp_node_over_own_token=... llamacpp_speedup_vs_transformers_0_5b=...
-server_calls_per_greedy=... server_p50_over_inprocess=...``: greedy ms per LM call over
-own ms per token for llama.cpp at 0.5B (the quantization of the speedup figure);
-transformers fp32 greedy ms per LM call over llama.cpp's (best of Q8_0 and Q4_K_M) at
-0.5B; server calls per greedy completion on the model's own path at 0.5B; ghost text p50
-of the server over in-process llama.cpp on the same GGUF at 0.5B.  Goals: <= 1.2, >= 4,
-<= 1.5, <= 1.3.  A random-weight model backtracks far more than a trained one: the
-per-LM-call figures are the fair ones.  Figures of an engine not run are ``nan``.
+server_calls_per_greedy=... server_p50_over_inprocess=... ghost_p50_over_budget_max=...
+ghost_outside_model_max=... ghost_speedup_vs_transformers_0_5b=...
+ghost_speedup_over_call_speedup=...``: greedy ms
+per LM call over own ms per token for llama.cpp at 0.5B (the quantization of the speedup
+figure); transformers fp32 greedy ms per LM call over llama.cpp's (best of Q8_0 and
+Q4_K_M) at 0.5B; server calls per greedy completion on the model's own path at 0.5B;
+ghost text p50 of the server over in-process llama.cpp on the same GGUF at 0.5B; the
+largest ghost p50 over its budget among the in-process engines at 0.5B; the largest share
+of a ghost completion's time outside the network (KV, distribution, constraint, other)
+over its tree's forward (the budget's 20% without drift between rows); transformers'
+ghost p50 over that llama.cpp quantization's; that over the per-LM-call speedup.
+Goals: <= 1.2, >= 4, <= 1.5, <= 1.3, <= 1, <= 0.2, -, >= 1.  A random-weight model backtracks
+far more than a trained one: the per-LM-call figures are the fair ones.  Figures of an
+engine not run are ``nan``.
 
 `--smoke`: the tiny model's tokenizer and two tiny Qwen2 configurations, a short prompt,
 one edit (seconds; a check that the script runs, its figures mean nothing).
@@ -198,7 +216,7 @@ def decoder_rows(lm, prompt_ids, prefix, args) -> dict:
 
     rows = {}
     for label, decoder, samples, temperature in (("greedy", "adaptrack", 1, 0.0), ("exact k=5", "exact", 5, 1.0)):
-        per_call, calls, server = [], [], []
+        per_call, calls, server, splits = [], [], [], []
         for run in range(1 + args.repeats):
             forget_nodes(lm)
             request = DecodeRequest(
@@ -211,7 +229,10 @@ def decoder_rows(lm, prompt_ids, prefix, args) -> dict:
                 per_call.append(1e3 * counters.wall_seconds / max(1, counters.lm_calls))
                 calls.append(counters.lm_calls)
                 server.append(getattr(counters, "server_calls", 0))
-        rows[label] = (statistics.median(per_call), statistics.median(calls), statistics.median(server))
+                if hasattr(counters, "split"):
+                    splits.append({k: 1e3 * v / max(1, counters.lm_calls) for k, v in counters.split().items()})
+        split = {k: statistics.median(s[k] for s in splits) for k in splits[0]} if splits else {}
+        rows[label] = (statistics.median(per_call), statistics.median(calls), statistics.median(server), split)
     return rows
 
 
@@ -231,8 +252,9 @@ def own_path_server_calls(lm, prompt_ids, prefix, args) -> float:
     return statistics.median(calls)
 
 
-def ghost_rows(lm, prefix, args) -> tuple[list[float], list[int], list[int]]:
-    """CompletionService over successive edits at the end of the file: walls, LM calls, server calls."""
+def ghost_rows(lm, prefix, args) -> tuple[list[float], list[int], list[int], list[dict]]:
+    """CompletionService over successive edits at the end of the file: walls, LM calls,
+    server calls, and each completion's counters (where its time went)."""
     from adaptrack_lsp.completion.service import CompletionService
     from adaptrack_lsp.config import Settings
     from adaptrack_lsp.constrainers.api import StaticIndex
@@ -249,7 +271,7 @@ def ghost_rows(lm, prefix, args) -> tuple[list[float], list[int], list[int]]:
     )
     service.load()
     body = prefix[: -len("result = np.")]
-    walls, calls, server = [], [], []
+    walls, calls, server, counters = [], [], [], []
     try:
         for edit in range(args.edits + 1):
             body += f"row_{edit} = np.mean(points, axis={edit % 2})\n"
@@ -261,9 +283,83 @@ def ghost_rows(lm, prefix, args) -> tuple[list[float], list[int], list[int]]:
                 walls.append(wall)
                 calls.append(int(result.counters.get("lm_calls", 0)))
                 server.append(int(result.counters.get("server_calls", 0)))
+                counters.append(dict(result.counters, wall=wall))
     finally:
         service.close()
-    return walls, calls, server
+    return walls, calls, server, counters
+
+
+#: the parts of a ghost completion's wall, in the order printed
+GHOST_PARTS = ("prompt", "forward", "kv", "distribution", "constraint", "other")
+
+
+def ghost_split(counters: list[dict]) -> dict[str, float]:
+    """Mean seconds and tokens per completion of each part of the ghost text's wall:
+    prompt (tokens fed, seconds in set_prompt, its forward), the tree's nodes (tokens
+    fed, re-fed, branch switches, forward seconds), KV work on branch switches,
+    distribution handling (log-softmax, copies, per-node storage), the constraint, and
+    other (the rest of the request's wall: prompt plan, constraint set-up, bookkeeping).
+    Empty when this checkout's counters have no split."""
+    if not counters or "prompt_seconds" not in counters[0]:
+        return {}
+    from adaptrack_lsp.completion.decoding import Counters
+
+    names = set(Counters.__dataclass_fields__)
+    rows = []
+    for c in counters:
+        parts = Counters(**{k: v for k, v in c.items() if k in names}).split()
+        parts.pop("other")
+        parts["other"] = max(0.0, c["wall"] - sum(parts.values()))
+        parts.update(
+            prompt_tokens=c["prompt_tokens_fed"], prompt_forward=c["prompt_forward_seconds"],
+            tree_tokens=c["tokens_fed"] - c["prompt_tokens_fed"], refed=c["refed_tokens"],
+            switches=c["branch_switches"], wall=c["wall"],
+        )
+        rows.append(parts)
+    return {k: statistics.fmean(r[k] for r in rows) for k in rows[0]} | {
+        "prompt_p50": statistics.median(r["prompt"] for r in rows)}
+
+
+def outside_model(split: dict[str, float]) -> float:
+    """A ghost completion's time outside the network (KV work, distribution handling,
+    constraint, other) over its tree's forward time: the budget's 1.2 without the
+    drift between rows measured minutes apart on a shared machine."""
+    outside = split["kv"] + split["distribution"] + split["constraint"] + split["other"]
+    return outside / split["forward"] if split["forward"] > 0 else NAN
+
+
+def ghost_bound(ghost, per_call_ms: float) -> float:
+    """The issue's budget for a ghost completion, ms: 1.2 x (LM calls x ms per LM call) +
+    the prompt's re-feed (p50s); nan without the split."""
+    split = ghost_split(ghost[3])
+    if not split:
+        return NAN
+    return 1.2 * statistics.median(ghost[1]) * per_call_ms + 1e3 * split["prompt_p50"]
+
+
+def llamacpp_kv_ops_us(lm, prompt_ids, repeats: int = 200) -> tuple[float, float]:
+    """Microseconds of the two ways a llama.cpp branch switch can place a node's parent
+    in the KV cache: `llama_memory_seq_cp` of the prompt's cells into a branch sequence
+    (metadata: no tensor is copied; what the backend does) and KV truncation
+    (`llama_memory_seq_rm` of a sequence's last cells, which must then re-feed the
+    divergent tokens at a forward each)."""
+    lm.forget_nodes()
+    lm.set_prompt(prompt_ids, cache_key="kv-ops")
+    engine, length, branch = lm.engine, len(lm._active.prompt), 1
+    copies, truncations = [], []
+    try:
+        for _ in range(repeats):
+            begin = time.perf_counter()
+            engine.seq_cp(0, branch, length)
+            copies.append(time.perf_counter() - begin)
+            begin = time.perf_counter()
+            engine.seq_rm(branch, length - 8, -1)
+            truncations.append(time.perf_counter() - begin)
+            engine.seq_rm(branch)
+    finally:
+        engine.seq_rm(branch)
+        lm.forget_nodes()
+    return 1e6 * statistics.median(copies), 1e6 * statistics.median(truncations)
 
 
 def percentile(values, fraction):
@@ -411,15 +507,32 @@ def server_lm(folder: Path, url: str, args):
 # -- the run ----------------------------------------------------------------------------------
 def print_rows(label: str, own_ms: float, rows: dict, ghost, extra: str = "") -> None:
     print(f"  {label:<22} own {own_ms:8.2f} ms/token", flush=True)
-    for name, (per_call, calls, server) in rows.items():
+    for name, (per_call, calls, server, split) in rows.items():
         served = f", {server:.0f} server calls" if server else ""
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in split.items() if k != "prompt")
+        parts = f" [{parts} ms per call]" if parts else ""
         print(f"  {label:<22} {name:<10} {per_call:8.2f} ms per LM call ({calls:.0f} LM calls{served}); "
-              f"x{per_call / own_ms:.2f} own token", flush=True)
-    walls, calls, server = ghost
+              f"x{per_call / own_ms:.2f} own token{parts}", flush=True)
+    walls, calls, server = ghost[:3]
     served = f", server calls p50 {statistics.median(server):.0f}" if any(server) else ""
     print(f"  {label:<22} ghost text over {len(walls)} edits: p50 {1e3 * percentile(walls, 0.5):.0f} ms, "
           f"p95 {1e3 * percentile(walls, 0.95):.0f} ms, LM calls p50 {statistics.median(calls):.0f}{served}{extra}",
           flush=True)
+    split = ghost_split(ghost[3])
+    if split:
+        print(f"  {label:<22} ghost split (mean ms per completion): "
+              f"prompt {1e3 * split['prompt']:.0f} ({split['prompt_tokens']:.0f} tokens, forward "
+              f"{1e3 * split['prompt_forward']:.0f}) | tree forward {1e3 * split['forward']:.0f} "
+              f"({split['tree_tokens']:.1f} tokens, {split['refed']:.1f} re-fed, {split['switches']:.1f} branch switches) "
+              f"| KV {1e3 * split['kv']:.1f} | distribution {1e3 * split['distribution']:.1f} "
+              f"| constraint {1e3 * split['constraint']:.1f} | other {1e3 * split['other']:.1f} "
+              f"| wall {1e3 * split['wall']:.0f}", flush=True)
+        per_call = rows["greedy"][0]
+        bound = ghost_bound(ghost, per_call)
+        print(f"  {label:<22} ghost budget: 1.2 x {statistics.median(calls):.0f} LM calls x {per_call:.2f} ms + prompt "
+              f"re-feed {1e3 * split['prompt_p50']:.0f} ms = {bound:.0f} ms; p50 / budget "
+              f"{1e3 * percentile(walls, 0.5) / bound:.2f}; outside the model (KV, distribution, constraint, other) "
+              f"{100 * outside_model(split):.1f}% of the tree's forward", flush=True)
 
 
 def run_model(name: str, args, figures: dict) -> None:
@@ -469,7 +582,12 @@ def run_model(name: str, args, figures: dict) -> None:
         ghost = ghost_rows(lm, prefix, args)
         own_ms += [llamacpp_own_ms(lm, prompt_ids, 2 * args.new_tokens) for _ in range(args.repeats)]
         own = statistics.median(own_ms)
-        print_rows(f"llama.cpp {quant} ({path.stat().st_size / 1e6:.0f} MB)", own, rows, ghost)
+        label = f"llama.cpp {quant} ({path.stat().st_size / 1e6:.0f} MB)"
+        print_rows(label, own, rows, ghost)
+        copy_us, truncate_us = llamacpp_kv_ops_us(lm, prompt_ids)
+        print(f"  {label:<22} branch switch KV ops: seq_cp of the {len(prompt_ids)}-token prompt {copy_us:.0f} us, "
+              f"truncation (seq_rm of 8 cells) {truncate_us:.0f} us + a forward per divergent token "
+              f"({own:.1f} ms each)", flush=True)
         results[quant] = {"own": own, "rows": rows, "ghost": ghost}
         lm.close()
         del lm
@@ -507,18 +625,30 @@ def summary(figures: dict, args) -> str:
     def greedy(engine: str) -> float:
         return base[engine]["rows"]["greedy"][0] if engine in base else NAN
 
+    def ghost_p50(engine: str) -> float:
+        return 1e3 * percentile(base[engine]["ghost"][0], 0.5) if engine in base else NAN
+
     quant = min((q for q in ("q8_0", "q4_k_m") if q in base), key=greedy, default=None)
     node_over_own = greedy(quant) / base[quant]["own"] if quant else NAN
     speedup = greedy("transformers") / greedy(quant) if quant and "transformers" in base else NAN
+    ghost_speedup = ghost_p50("transformers") / ghost_p50(quant) if quant and "transformers" in base else NAN
     calls = base["server"]["own_path_calls"] if "server" in base else NAN
     p50_ratio = NAN
     if "server" in base and args.server_quant in base:
         p50_ratio = percentile(base["server"]["ghost"][0], 0.5) / percentile(base[args.server_quant]["ghost"][0], 0.5)
+    over_budget = [ghost_p50(e) / ghost_bound(r["ghost"], greedy(e)) for e, r in base.items() if e in ("transformers",) + QUANTS]
+    over_budget = [x for x in over_budget if x == x]
+    outside = [outside_model(ghost_split(r["ghost"][3])) for e, r in base.items()
+               if e in ("transformers",) + QUANTS and ghost_split(r["ghost"][3])]
     if quant:
         print(f"0.5B: llama.cpp {quant} greedy {greedy(quant):.2f} ms per LM call, own {base[quant]['own']:.2f} ms/token")
     return (
         f"llamacpp_node_over_own_token={node_over_own:.3f} llamacpp_speedup_vs_transformers_0_5b={speedup:.2f} "
-        f"server_calls_per_greedy={calls:.2f} server_p50_over_inprocess={p50_ratio:.3f}"
+        f"server_calls_per_greedy={calls:.2f} server_p50_over_inprocess={p50_ratio:.3f} "
+        f"ghost_p50_over_budget_max={max(over_budget) if over_budget else NAN:.3f} "
+        f"ghost_outside_model_max={max(outside) if outside else NAN:.3f} "
+        f"ghost_speedup_vs_transformers_0_5b={ghost_speedup:.2f} "
+        f"ghost_speedup_over_call_speedup={ghost_speedup / speedup if speedup == speedup else NAN:.3f}"
     )
 
 

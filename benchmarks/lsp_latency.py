@@ -190,14 +190,16 @@ def percentile(sorted_values: list[float], share: float) -> float:
 
 
 def split_of(counters: dict) -> dict[str, float]:
-    """Milliseconds of one request by part: model, each constraint part's masks, the
-    rest of the constraint, prompt, constraint setup, and the rest."""
-    parts = {"model": counters.get("lm_seconds", 0.0)}
+    """Milliseconds of one request by part: model (the prompt's feed included), each
+    constraint part's masks, the rest of the constraint, prompt plan, constraint setup,
+    and the rest."""
+    # the model: the tree's nodes and the prompt's feed (`set_prompt`)
+    parts = {"model": counters.get("lm_seconds", 0.0) + counters.get("prompt_seconds", 0.0)}
     masks = counters.get("constraint_part_seconds", {}) or {}
     for label, seconds in sorted(masks.items()):
         parts[f"constraint.{label}"] = seconds
     parts["constraint.other"] = max(0.0, counters.get("constraint_seconds", 0.0) - sum(masks.values()))
-    parts["prompt"] = counters.get("prompt_seconds", 0.0)
+    parts["prompt"] = counters.get("plan_seconds", 0.0)  # building the prompt plan
     parts["constraint_setup"] = counters.get("constraint_setup_seconds", 0.0)
     accounted = sum(parts.values())
     parts["other"] = max(0.0, counters.get("service_seconds", 0.0) - accounted)

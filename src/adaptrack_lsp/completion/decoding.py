@@ -37,10 +37,36 @@ class Counters:
     constraint_seconds: float = 0.0
     other_seconds: float = 0.0
     wall_seconds: float = 0.0
-    #: before the decode (set by the completion pipeline): building the prompt, and
-    #: building the constraint (each part's per-request setup, e.g. the syntax skeleton parse)
-    prompt_seconds: float = 0.0
+    #: before the decode (set by the completion pipeline): building the prompt plan
+    #: (tokenizing the window), and building the constraint (each part's per-request setup,
+    #: e.g. the syntax skeleton parse)
+    plan_seconds: float = 0.0
     constraint_setup_seconds: float = 0.0
+    # where the time goes (`split`): the parts below are measured where they happen and
+    # never overlap; what is left of the wall is bookkeeping ("other")
+    prompt_seconds: float = 0.0  # inside `set_prompt` (forward of the prompt tokens not reused, root distribution)
+    prompt_forward_seconds: float = 0.0  # the network's part of prompt_seconds
+    forward_seconds: float = 0.0  # the network's time on the tree's nodes (a backend's `forward_seconds`)
+    kv_seconds: float = 0.0  # KV cache work on the tree's nodes: branch copies, truncations, stored key/values
+    distribution_seconds: float = 0.0  # per-node work over the distribution: log-softmax, copies, the tree's storage, proposals
+    refed_tokens: int = 0  # node tokens fed again (beyond one per node evaluated): branch switches that re-feed
+    branch_switches: int = 0  # node evaluations that left the branch the KV cache held (a backend's `branch_switches`)
+
+    def split(self) -> dict[str, float]:
+        """Seconds per part of the decode's wall: prompt, forward (the tree's nodes), KV
+        (branch switches), distribution (log-softmax, copies, storage per node; the
+        backend's part is the LM time outside its forward and KV work), constraint, and
+        other (the rest: decoder and tree bookkeeping)."""
+        backend = max(0.0, self.lm_seconds - self.forward_seconds - self.kv_seconds)
+        parts = {
+            "prompt": self.prompt_seconds,
+            "forward": self.forward_seconds,
+            "kv": self.kv_seconds,
+            "distribution": backend + self.distribution_seconds,
+            "constraint": self.constraint_seconds,
+        }
+        parts["other"] = max(0.0, self.wall_seconds - sum(parts.values()))
+        return parts
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

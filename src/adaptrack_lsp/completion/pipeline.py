@@ -309,7 +309,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             if reason == INDEX_PENDING:
                 return None
             raise CompletionCancelled(reason or "cancelled") from None
-    result.counters.prompt_seconds = planned - started
+    result.counters.plan_seconds = planned - started
     result.counters.constraint_setup_seconds = built - planned
     return result, plan, constraint
 

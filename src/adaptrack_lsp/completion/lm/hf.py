@@ -194,6 +194,10 @@ class HFLanguageModel(LanguageModel):
         #: seconds spent inside model forward passes (for overhead measurements)
         self.forward_seconds = 0.0
         self.forward_calls = 0
+        #: seconds in KV cache work on the path (crops, stored key/values appended and
+        #: cut out) and evaluations that cropped tokens of another branch
+        self.kv_seconds = 0.0
+        self.branch_switches = 0
         self._slots: OrderedDict[Hashable, _PromptSlot] = OrderedDict()
         self._active: _PromptSlot | None = None
         self._node_kv: dict[tuple[int, ...], torch.Tensor] = {}
@@ -308,11 +312,16 @@ class HFLanguageModel(LanguageModel):
         while common < limit and slot.ids[common] == path[common - prompt_length]:
             common += 1
         keep = min(common, target_length - 1)  # the last token is always fed: its logits are needed
+        started = time.perf_counter()
+        if common < len(slot.ids):  # the cache holds tokens of another branch
+            self.branch_switches += 1
         try:
             crop_cache(slot.cache, keep)
             del slot.ids[keep:]
         except CacheCropError:
+            self.kv_seconds += time.perf_counter() - started
             self._rebuild(slot, prompt_length)
+            started = time.perf_counter()
             keep = prompt_length
 
         # append stored key/values of nodes evaluated before, then feed the rest
@@ -320,6 +329,7 @@ class HFLanguageModel(LanguageModel):
         if restored:
             append_kv(slot.cache, restored[0] if len(restored) == 1 else torch.cat(restored, dim=-2))
             slot.ids.extend(path[keep - prompt_length : position - prompt_length])
+        self.kv_seconds += time.perf_counter() - started
         try:
             logits = self._feed(slot, path[position - prompt_length :], path_offset=position - prompt_length, path=path)
             return self._logprobs(logits)
@@ -496,7 +506,9 @@ class HFLanguageModel(LanguageModel):
                 slot.ids.extend(part)
                 self.tokens_fed += len(part)
             if path is not None and self._node_store:
+                started = time.perf_counter()
                 self._store_nodes(slot, path, path_offset, len(tokens))
+                self.kv_seconds += time.perf_counter() - started
         return logits
 
     def _store_nodes(self, slot: _PromptSlot, path: Sequence[int], offset: int, count: int) -> None:

@@ -511,13 +511,16 @@ class LlamaCppLanguageModel(LanguageModel):
         self._holder: dict[tuple[int, ...], int] = {}
         self._slots: OrderedDict[Hashable, _PromptSlot] = OrderedDict()
         self._active: _PromptSlot | None = None
-        self._padding = np.arange(self.vocab.size) >= self.vocab.num_defined
         self.tokens_fed = 0
         #: seconds inside llama_decode and calls of it (for overhead measurements)
         self.forward_seconds = 0.0
         self.forward_calls = 0
         #: branches dropped to make room (each may cost re-fed tokens later)
         self.evictions = 0
+        #: seconds in KV cache operations (sequence copies and removals) and branches
+        #: started by a copy (a node whose parent is not a branch tip)
+        self.kv_seconds = 0.0
+        self.branch_switches = 0
         #: what the prompt builder needs from the GGUF's tokenizer
         if gguf_vocab.fim_ids is not None:
             from adaptrack_lsp.completion.context import FIMFormat
@@ -686,7 +689,10 @@ class LlamaCppLanguageModel(LanguageModel):
             else:
                 claimed.add(source)
                 target = self._new_branch(keep=claimed)
+                started_at = time.perf_counter()
                 self.engine.seq_cp(source, target, prompt_length + held)
+                self.kv_seconds += time.perf_counter() - started_at
+                self.branch_switches += 1
                 self._branches[target] = list(path[:held])
                 started.append(target)
                 extended.add(target)
@@ -750,7 +756,9 @@ class LlamaCppLanguageModel(LanguageModel):
         if victim is None:
             return False
         path = self._branches.pop(victim)
+        started = time.perf_counter()
         self.engine.seq_rm(victim)
+        self.kv_seconds += time.perf_counter() - started
         self._free.append(victim)
         self.evictions += 1
         # nodes the victim held stay held by another branch that shares them, if any
@@ -826,8 +834,10 @@ class LlamaCppLanguageModel(LanguageModel):
                 raise ValueError(f"{what} token id {token_id} is outside the tokenizer's {self.vocab.num_defined} ids")
 
     def _logprobs(self, logits: np.ndarray) -> np.ndarray:
-        """log-softmax (float32 values, float64 sum) with padding ids at -inf."""
-        values = np.where(self._padding, np.float32(-np.inf), logits.astype(np.float32, copy=False))
+        """log-softmax (float32 values, float64 sum) with padding ids (the ids past the
+        tokenizer's, at the end) at -inf."""
+        values = np.array(logits, dtype=np.float32)  # a copy: the caller's array stays as it was
+        values[self.vocab.num_defined :] = -np.inf
         top = float(values.max())
         if not top < np.inf:  # NaN anywhere makes the maximum NaN
             raise ModelError("the model produced NaN or +inf logits")
