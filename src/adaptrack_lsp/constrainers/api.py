@@ -313,7 +313,7 @@ class ApiMonitor(Constrainer):
         """The path of what calling `path` returns, when the index knows its members now
         (``np.zeros`` -> ``("numpy", "zeros", "()")``); else None (looked up in the
         background, and the call's result stays unchecked this time)."""
-        if CALL in path[-1:]:
+        if CALL in path[-1:] or len(path) == 1:  # a root of one name is a module: not called
             return None
         result = (*path, CALL)
         key = members_key(result)
