@@ -558,19 +558,16 @@ class ApiMonitor(Constrainer):
         for position, char in enumerate(text):
             following, _violation = self.lex(current, char)
             if following is None:
-                scope = current[1] if current[0] == _SCOPED else ()
                 current = _inner(current)
+                rest = _WORD_RUN(text, position + 1)
+                rest = rest.group() if rest else ""
                 if current[0] == _IMPORT:
-                    rest = _WORD_RUN(text, position + 1)
-                    return self._import_problem(current, char + (rest.group() if rest and is_identifier_char(char) else ""))
-                if current[0] == _MEMBER and scope:
-                    return self._missing_member(current[1], current[2], char, (_WORD_RUN(text, position + 1).group() if _WORD_RUN(text, position + 1) else ""))
+                    return self._import_problem(current, char + (rest if is_identifier_char(char) else ""))
                 if current[0] == _VALUE:
                     owner = previous[1] if previous is not None and previous[0] == _MEMBER else None
                     return self._not_callable(owner, current[1])
                 if current[0] == _MEMBER:
-                    rest = _WORD_RUN(text, position + 1)
-                    return self._missing_member(current[1], current[2], char, rest.group() if rest else "")
+                    return self._missing_member(current[1], current[2], char, rest)
                 break
             if _inner(following)[0] != _inner(current)[0] or _inner(current)[0] != _VALUE:
                 previous = _inner(current)
