@@ -25,8 +25,12 @@ def test_records_load_with_their_hidden_tests_and_requirements():
     assert first.pin == "numpy==1.26.4" and first.name == "numpy.prod"
     assert "from sample_0 import total_product" in first.hidden_test
     assert first.answer == first.starting_code + first.solution
-    # the harness's pytest and scipy join the pin; numpy is the library itself
-    assert gc.requirements_for(first) == ("numpy==1.26.4", "pytest==7.4.4", "scipy")
+    # the harness's pytest joins the pin; numpy and scipy join records of the Pythons the harness knows
+    assert gc.requirements_for(first) == ("numpy==1.26.4", "pytest==7.2.0")
+    old = gc.Record("9", "networkx", "2.5", "3.10", (), "", "", "", None, "")
+    assert gc.requirements_for(old) == ("networkx==2.5", "pytest==7.2.0", "numpy==1.23.5", "scipy==1.10.1")
+    named = gc.Record("9", "scikit-learn", "1.1", "3.10", ("numpy==1.23.5",), "", "", "", None, "")
+    assert gc.requirements_for(named) == ("scikit-learn==1.1", "numpy==1.23.5", "pytest==7.2.0", "scipy==1.10.1")
     assert gc.parse_dependencies("numpy==1.16.0 pip=21.0 - scipy==1.1.0") == ("numpy==1.16.0", "scipy==1.1.0")
     assert len(gc.load_records(DATA, limit=2)) == 2
     assert gc.load_records(DATA, libraries=["torch"]) == []
@@ -101,9 +105,10 @@ def test_runs_are_contained_and_kept(tmp_path):
     assert not greedy["passed"] and greedy["exceptions"][0]["type"] == "MemoryError"
     # no variable of ours reaches the code; HOME is the run's own folder
     probe = "import os\nassert 'PYTHONPATH' not in os.environ and 'adaptrack-gitchameleon-' in os.environ['HOME']\n\ndef f(x):\n    return x\n"
-    assert executor.test(env, _record("", HIDDEN), probe)["passed"]
+    patient = _executor(tmp_path / "patient", timeout_s=120)
+    assert patient.test(env, _record("", HIDDEN), probe)["passed"]
     # kept: a second executor over the same file runs nothing again
-    again = _executor(tmp_path, timeout_s=3)
+    again = _executor(tmp_path / "patient", timeout_s=120)
     assert again.test(env, _record("", HIDDEN), probe)["passed"] and again.executed == 0
 
 

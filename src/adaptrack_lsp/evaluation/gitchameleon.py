@@ -10,10 +10,9 @@ after the starting code), a visible test (``test``) and a hidden pytest file
 
 Environments (`prepare_environments`): one per distinct requirement set, built by
 `apis.environments.environment_for` (wheels only, this interpreter's Python; cached).
-The set is the record's pins plus what the benchmark's own harness adds to every
-environment, left to pip's resolver where this Python cannot take the harness's pins:
-``pytest==7.4.4`` (the hidden tests are pytest files), ``numpy<2`` and ``scipy`` when
-the record names neither.  What cannot be built is counted with the builder's reason
+The set is the record's pins plus what the benchmark's own harness adds to an
+environment whose record does not name the package: pytest (the hidden tests are pytest
+files), numpy and scipy, at the harness's pins for Python 3.10 (`HARNESS_EXTRAS`).  What cannot be built is counted with the builder's reason
 (no wheel for this Python, ...); what builds but does not import (every top-level
 module of each pinned distribution is imported) is counted apart.
 
@@ -73,10 +72,13 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 RUNNER = Path(__file__).with_name("gitchameleon_runner.py")
-#: what the benchmark's harness installs into every environment (create_venvs.py), as
-#: requirements this Python can take: pytest for the hidden tests, numpy and scipy
-HARNESS_PYTEST = "pytest==7.4.4"
-HARNESS_EXTRAS = ("numpy<2", "scipy")
+#: what the benchmark's harness (create_venvs.py) adds to every environment whose record
+#: does not name the package: its pins for Python 3.10, the newest Python it runs, with
+#: numpy 1.23 as 1.23.5 (the first 1.23 release with wheels for Python 3.11); records of
+#: the Pythons the harness knows (3.7, 3.9, 3.10) get numpy and scipy, every record pytest
+HARNESS_PYTEST = "pytest==7.2.0"
+HARNESS_EXTRAS = ("numpy==1.23.5", "scipy==1.10.1")
+HARNESS_PYTHONS = ("3.7", "3.9", "3.10")
 #: the benchmark's time limit per test run (constants.TIMEOUT_SEC)
 RUN_TIMEOUT_S = 240.0
 RUN_MEMORY_BYTES = 8 * 1024**3
@@ -191,7 +193,8 @@ def requirements_for(record: Record) -> tuple[str, ...]:
     pinned = [record.pin, *record.dependencies]
     names = {requirement_name(r) for r in pinned}
     added = [] if "pytest" in names else [HARNESS_PYTEST]
-    added += [r for r in HARNESS_EXTRAS if requirement_name(r) not in names]
+    if record.python_version in HARNESS_PYTHONS:
+        added += [r for r in HARNESS_EXTRAS if requirement_name(r) not in names]
     unique: dict[str, str] = {}
     for requirement in pinned + added:
         unique.setdefault(requirement_name(requirement), requirement)
