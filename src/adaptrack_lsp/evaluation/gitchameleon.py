@@ -496,6 +496,7 @@ class ConstraintChecker:
     def _explainer(self, python: str):
         explainer = self._explainers.get(python)
         if explainer is None:
+            self.close()  # one environment at a time: each holds an introspection worker
             from adaptrack_lsp.commands.explain import Explainer
             from adaptrack_lsp.config import parse_settings
 
@@ -509,9 +510,14 @@ class ConstraintChecker:
 
     def verdict(self, environment: EnvironmentState, starting_code: str, solution: str) -> dict[str, Any]:
         """`{"accepted", "complete", "offset", "reason", "line"}` for `solution` after
-        `starting_code` in `environment` (``line``: the rejected line of the solution)."""
+        `starting_code` in `environment` (``line``: the rejected line of the solution);
+        ``accepted`` None and ``error`` when the checker raised."""
         prefix = check_prefix(starting_code, solution)
-        verdict = dict(self._explainer(environment.python).explain(prefix, solution))
+        try:
+            verdict = dict(self._explainer(environment.python).explain(prefix, solution))
+        except Exception as error:  # noqa: BLE001 - a checker failure is a finding, not the end of the run
+            log.exception("the constraint failed on a text in %s", environment.python)
+            return {"accepted": None, "complete": None, "offset": None, "reason": f"the checker raised {type(error).__name__}: {error}"[:300], "error": True}
         if verdict.get("offset") is not None:
             offset = verdict["offset"]
             start = solution.rfind("\n", 0, offset) + 1
@@ -529,6 +535,8 @@ def rejection_category(verdict: dict[str, Any]) -> str:
     """Where a rejection falls: imports, kwargs, receivers/methods or module attributes."""
     line = verdict.get("line", "")
     reason = verdict.get("reason", "") or ""
+    if verdict.get("error"):
+        return "checker error"
     if re.match(r"(from|import)\s", line):
         return "imports"
     if "keyword" in reason or "parameter" in reason:
@@ -585,42 +593,48 @@ def evaluate(
         outcome = executor.test(env_of[record.example_id], record, record.answer)
         rows[record.example_id] = {"passed": bool(outcome["passed"]), "outcome": _short(outcome)}
 
+    # catch: A's solution (after B's starting code) against B's test in B's environment
+    valid = [r for r in runnable if rows[r.example_id]["passed"]]
+    groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for record in records:
+        groups[(record.library.lower(), record.name)].append(record)
+    jobs = [
+        (a, b)
+        for group in groups.values()
+        for b in group
+        if b.example_id in rows and rows[b.example_id]["passed"]
+        for a in group
+        if a.version != b.version
+    ]
+    pairs = []
+    for a, b in _bar(jobs, "cross-version pairs", progress):
+        outcome = executor.test(env_of[b.example_id], b, b.starting_code + a.solution)
+        error = version_error(outcome)
+        pairs.append({
+            "source": a.example_id, "target": b.example_id, "library": b.library, "name": b.name,
+            "source_version": a.version, "target_version": b.version,
+            "outcome": "passes" if outcome["passed"] else ("breaks" if error else "fails otherwise"),
+            "error": error, "failure": None if outcome["passed"] or error else describe_failure(outcome),
+        })
+
+    # the constraint's verdicts, one environment at a time: the valid references in their
+    # own environment (recall) and the scored pairs in the target's
+    checks: list[tuple[EnvironmentState, str, str, dict]] = [
+        (env_of[r.example_id], r.starting_code, r.solution, rows[r.example_id]) for r in valid
+    ]
+    checks += [
+        (env_of[pair["target"]], by_id[pair["target"]].starting_code, by_id[pair["source"]].solution, pair)
+        for pair in pairs
+        if pair["outcome"] != "fails otherwise"
+    ]
+    checks.sort(key=lambda check: check[0].key)
     checker = ConstraintChecker(parts, progress=None)
     try:
-        # recall: valid references through the constraint in their own environment
-        valid = [r for r in runnable if rows[r.example_id]["passed"]]
-        for record in _bar(valid, "recall (constraint)", progress):
-            verdict = checker.verdict(env_of[record.example_id], record.starting_code, record.solution)
-            rows[record.example_id]["verdict"] = verdict
-
-        # catch: A's solution against B's test in B's environment
-        groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
-        for record in records:
-            groups[(record.library.lower(), record.name)].append(record)
-        jobs = [
-            (a, b)
-            for group in groups.values()
-            for b in group
-            if b.example_id in rows and rows[b.example_id]["passed"]
-            for a in group
-            if a.version != b.version
-        ]
-        pairs = []
-        for a, b in _bar(jobs, "cross-version pairs", progress):
-            environment = env_of[b.example_id]
-            outcome = executor.test(environment, b, b.starting_code + a.solution)
-            error = version_error(outcome)
-            kind = "passes" if outcome["passed"] else ("breaks" if error else "fails otherwise")
-            pair = {
-                "source": a.example_id, "target": b.example_id, "library": b.library, "name": b.name,
-                "source_version": a.version, "target_version": b.version, "outcome": kind,
-                "error": error, "failure": None if outcome["passed"] or error else describe_failure(outcome),
-            }
-            if kind != "fails otherwise":
-                verdict = checker.verdict(environment, b.starting_code, a.solution)
-                pair["verdict"] = verdict
-                pair["rejected"] = not verdict["accepted"]
-            pairs.append(pair)
+        for environment, starting_code, solution, sink in _bar(checks, "constraint verdicts", progress):
+            verdict = checker.verdict(environment, starting_code, solution)
+            sink["verdict"] = verdict
+            if "outcome" in sink:
+                sink["rejected"] = verdict["accepted"] is False
         checker_problems = dict(checker.problems)
     finally:
         checker.close()
@@ -639,7 +653,7 @@ def evaluate(
             row["valid"] = found["passed"]
             if "verdict" in found:
                 row["verdict"] = found["verdict"]
-                row["accepted"] = bool(found["verdict"]["accepted"])
+                row["accepted"] = found["verdict"]["accepted"]
         else:
             row["valid"] = False
         record_rows.append(row)
@@ -681,7 +695,7 @@ def summarize(records: list[dict], pairs: list[dict], environments: list[dict], 
     installable = sum(1 for r in records if r["environment"] != NOT_INSTALLABLE)
     importable = sum(1 for r in records if r["environment"] == INSTALLED)
     valid = [r for r in records if r.get("valid")]
-    accepted = [r for r in valid if r.get("accepted")]
+    accepted = [r for r in valid if r.get("accepted") is True]
     breaking = [p for p in pairs if p["outcome"] == "breaks"]
     passing = [p for p in pairs if p["outcome"] == "passes"]
     caught = [p for p in breaking if p.get("rejected")]
