@@ -165,7 +165,7 @@ def test_the_figures_by_execution_on_numpy_1_26_and_2_2(tmp_path):
     # the verdicts are the ones `adaptrack-lsp explain` gives a user for the same texts
     by_id = {r.example_id: r for r in records}
     for python, keys in ((new, [("0", "1"), ("6", "1"), ("2", "3"), ("7", "1")]), (old, [("4", "5"), ("1", "0")])):
-        items = [{"prefix": gc.check_prefix(by_id[b].starting_code, by_id[a].solution), "text": by_id[a].solution} for a, b in keys]
+        items = [{"prefix": gc.check_prefix(by_id[a].starting_code, by_id[a].solution), "text": by_id[a].solution} for a, b in keys]
         verdicts = _explain_cli(python, items)
         assert [not v["accepted"] for v in verdicts] == [outcome[key]["rejected"] for key in keys]
 

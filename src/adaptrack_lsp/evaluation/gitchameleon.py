@@ -31,8 +31,8 @@ Figures (`evaluate`):
   test there;
 - recall: valid reference solutions the constraint accepts in their own environment;
 - catch: for ordered pairs (A, B) of records with the same library and
-  ``name_of_class_or_func`` at different versions, B valid: A's solution (after B's
-  starting code) runs against B's test in B's environment.  Where it fails with an
+  ``name_of_class_or_func`` (not empty) at different versions, B valid: A's program (its
+  starting code and solution) runs against B's test in B's environment.  Where it fails with an
   AttributeError, ImportError or unexpected-keyword TypeError raised through the
   solution's own code, the constraint in B must reject it (catch rate); where it
   passes, it must accept it (false rejection rate).  Other failures are counted, not
@@ -593,11 +593,13 @@ def evaluate(
         outcome = executor.test(env_of[record.example_id], record, record.answer)
         rows[record.example_id] = {"passed": bool(outcome["passed"]), "outcome": _short(outcome)}
 
-    # catch: A's solution (after B's starting code) against B's test in B's environment
+    # catch: A's solution (its whole program) against B's test in B's environment, for
+    # records of the same library and named API (records that name none are not paired)
     valid = [r for r in runnable if rows[r.example_id]["passed"]]
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for record in records:
-        groups[(record.library.lower(), record.name)].append(record)
+        if record.name.strip():
+            groups[(record.library.lower(), record.name.strip())].append(record)
     jobs = [
         (a, b)
         for group in groups.values()
@@ -608,7 +610,7 @@ def evaluate(
     ]
     pairs = []
     for a, b in _bar(jobs, "cross-version pairs", progress):
-        outcome = executor.test(env_of[b.example_id], b, b.starting_code + a.solution)
+        outcome = executor.test(env_of[b.example_id], b, a.answer)
         error = version_error(outcome)
         pairs.append({
             "source": a.example_id, "target": b.example_id, "library": b.library, "name": b.name,
@@ -623,7 +625,7 @@ def evaluate(
         (env_of[r.example_id], r.starting_code, r.solution, rows[r.example_id]) for r in valid
     ]
     checks += [
-        (env_of[pair["target"]], by_id[pair["target"]].starting_code, by_id[pair["source"]].solution, pair)
+        (env_of[pair["target"]], by_id[pair["source"]].starting_code, by_id[pair["source"]].solution, pair)
         for pair in pairs
         if pair["outcome"] != "fails otherwise"
     ]
