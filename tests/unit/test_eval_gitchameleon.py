@@ -225,3 +225,19 @@ def test_the_benchmark_names_its_figures():
     for name in ("recall", "catch", "false_rejection", "records", "installable", "importable", "valid"):
         assert f'"{name}"' in source
     assert '"receivers": receivers' in source and '"targets": targets' in source
+
+
+def test_a_version_error_in_the_starting_code_is_not_the_solution_s(tmp_path):
+    executor = _executor(tmp_path, timeout_s=120)
+    start = "import json\nbroken = json.no_such_function\n\ndef f(x):\n"
+    outcome = executor.test(_here(), _record("    return x\n", HIDDEN, start), start + "    return x\n")
+    assert gc.version_error(outcome)["category"] == "module attributes"  # raised in the file
+    assert gc.version_error(outcome, gc.code_start(start)) is None  # but by the starting code
+    # a solution that continues the starting code's line: the failing expression decides
+    start = "import json\n\ndef f(x):\n    return json."
+    for solution, blamed in (("no_such_function(x)\n", True), ("dumps(x).no_such_method()\n", True)):
+        outcome = executor.test(_here(), _record(solution, HIDDEN, start), start + solution)
+        assert (gc.version_error(outcome, gc.code_start(start)) is not None) is blamed
+    start = "import json\n\ndef f(x):\n    return json.no_such_function"
+    outcome = executor.test(_here(), _record("(x)\n", HIDDEN, start), start + "(x)\n")
+    assert gc.version_error(outcome) is not None and gc.version_error(outcome, gc.code_start(start)) is None

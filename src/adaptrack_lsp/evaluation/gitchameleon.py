@@ -32,11 +32,11 @@ Figures (`evaluate`):
 - recall: valid reference solutions the constraint accepts in their own environment;
 - catch: for ordered pairs (A, B) of records with the same library and
   ``name_of_class_or_func`` (not empty) at different versions, B valid: A's program (its
-  starting code and solution) runs against B's test in B's environment.  Where it fails with an
-  AttributeError, ImportError or unexpected-keyword TypeError raised through the
-  solution's own code, the constraint in B must reject it (catch rate); where it
-  passes, it must accept it (false rejection rate).  Other failures are counted, not
-  scored.
+  starting code and solution) runs against B's test in B's environment.  Where it
+  fails with an AttributeError, ImportError or unexpected-keyword TypeError raised by
+  the solution's own code (not by the starting code before it), the constraint in B
+  must reject the solution (catch rate); where it passes, it must accept it (false
+  rejection rate).  Other failures are counted, not scored.
 
 The constraint is checked with `commands.explain.Explainer` (parts ``api,kwargs`` by
 default) with ``pythonPath`` set to the environment's interpreter: the text is the
@@ -296,15 +296,34 @@ def describe_failure(outcome: dict[str, Any]) -> str:
     return f"exit status {outcome.get('exit')}"
 
 
-def version_error(outcome: dict[str, Any]) -> dict[str, str] | None:
+def code_start(starting_code: str) -> tuple[int, int]:
+    """Where the text after `starting_code` begins: (1-based line, UTF-8 column)."""
+    last = starting_code.rsplit("\n", 1)[-1]
+    return starting_code.count("\n") + 1, len(last.encode("utf-8"))
+
+
+def _before(position: Sequence[int | None] | None, start: tuple[int, int] | None) -> bool:
+    """Whether a failing expression at `position` ([line, col, end line, end col]) lies
+    wholly before `start` (in the starting code, not in the solution)."""
+    if position is None or start is None:
+        return False
+    end_line = position[2] if position[2] is not None else position[0]
+    if end_line != start[0]:
+        return end_line < start[0]
+    return position[3] is not None and position[3] <= start[1]
+
+
+def version_error(outcome: dict[str, Any], start: tuple[int, int] | None = None) -> dict[str, str] | None:
     """The version error a failed run shows, or None: an ImportError, AttributeError or
-    unexpected-keyword TypeError whose traceback passes through the solution's code.
-    Returns ``{"type", "message", "category"}`` (category: imports, kwargs, module
+    unexpected-keyword TypeError whose traceback passes through the solution's code (with
+    `start`, the `code_start` of the solution in the file: raised by an expression that
+    reaches into the solution, not by the starting code before it).
+    Returns ``{"type", "message", "category", "line"}`` (category: imports, kwargs, module
     attributes, receivers/methods)."""
     if outcome.get("passed"):
         return None
     for exception in outcome.get("exceptions") or []:
-        if not exception.get("in_solution"):
+        if not exception.get("in_solution") or _before(exception.get("position"), start):
             continue
         bases = exception.get("bases") or [exception.get("type")]
         message = exception.get("message", "")
@@ -611,12 +630,14 @@ def evaluate(
     pairs = []
     for a, b in _bar(jobs, "cross-version pairs", progress):
         outcome = executor.test(env_of[b.example_id], b, a.answer)
-        error = version_error(outcome)
+        error = version_error(outcome, code_start(a.starting_code))
+        in_start = None if outcome["passed"] or error else version_error(outcome)
         pairs.append({
             "source": a.example_id, "target": b.example_id, "library": b.library, "name": b.name,
             "source_version": a.version, "target_version": b.version,
             "outcome": "passes" if outcome["passed"] else ("breaks" if error else "fails otherwise"),
-            "error": error, "failure": None if outcome["passed"] or error else describe_failure(outcome),
+            "error": error,
+            "failure": None if outcome["passed"] or error else describe_failure(outcome) + (" (in the starting code)" if in_start else ""),
         })
 
     # the constraint's verdicts, one environment at a time: the valid references in their

@@ -16,7 +16,8 @@ runs the test and writes what happened to a JSON file:
 The result: ``{"passed", "exit", "exceptions": [{"type", "bases", "message",
 "in_solution", "when"}], "tests": {"passed": n, "failed": n}}``.  ``in_solution``: the
 traceback passes through the solution file (so the exception comes from the code under
-test, not from the test's own set-up; ``line`` is the solution's line), ``bases``: the
+test, not from the test's own set-up; ``line`` is the solution's line and ``position``
+its ``[line, column, end line, end column]``), ``bases``: the
 exception's classes by name (``ModuleNotFoundError`` lists ``ImportError``),
 ``on_module`` (AttributeError): the missing attribute was looked up on a module.
 """
@@ -55,6 +56,9 @@ def describe(error: BaseException, solution: str, when: str) -> dict:
         "message": message[:MESSAGE_LIMIT],
         "in_solution": bool(mine),
         "line": (mine[-1].line or "") if mine else "",
+        # where in the solution file (1-based line, 0-based UTF-8 columns of the failing
+        # expression where Python knows them)
+        "position": [mine[-1].lineno, getattr(mine[-1], "colno", None), getattr(mine[-1], "end_lineno", None), getattr(mine[-1], "end_colno", None)] if mine else None,
         "raised_in": f"{os.path.basename(frames[-1].filename)}:{frames[-1].name}" if frames else "",
         "when": when,
     }
