@@ -538,10 +538,11 @@ class ConstraintChecker:
             log.exception("the constraint failed on a text in %s", environment.python)
             return {"accepted": None, "complete": None, "offset": None, "reason": f"the checker raised {type(error).__name__}: {error}"[:300], "error": True}
         if verdict.get("offset") is not None:
-            offset = verdict["offset"]
-            start = solution.rfind("\n", 0, offset) + 1
-            end = solution.find("\n", offset)
-            verdict["line"] = solution[start : len(solution) if end < 0 else end].strip()
+            # the rejected line, with the part of it the starting code holds
+            program, offset = starting_code + solution, len(starting_code) + verdict["offset"]
+            start = program.rfind("\n", 0, offset) + 1
+            end = program.find("\n", offset)
+            verdict["line"] = program[start : len(program) if end < 0 else end].strip()
         return verdict
 
     def close(self) -> None:
@@ -779,7 +780,15 @@ def summarize(records: list[dict], pairs: list[dict], environments: list[dict], 
         "false_rejection": _ratio(len(wrongly), len(passing)),
         "breaking_by_category": dict(Counter(p["error"]["category"] for p in breaking)),
         "caught_by_category": dict(Counter(p["error"]["category"] for p in caught)),
-        "libraries": dict(Counter(r["library"] for r in records)),
+        "libraries": {
+            library: {
+                "records": sum(1 for r in records if r["library"] == library),
+                "installable": sum(1 for r in records if r["library"] == library and r["environment"] != NOT_INSTALLABLE),
+                "importable": sum(1 for r in records if r["library"] == library and r["environment"] == INSTALLED),
+                "valid": sum(1 for r in valid if r["library"] == library),
+            }
+            for library in sorted({r["library"] for r in records})
+        },
         "not_installable": {kind: entries for kind, entries in sorted(not_installable.items())},
         "not_importable": not_importable,
         "reference_fails": failing,

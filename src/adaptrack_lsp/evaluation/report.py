@@ -318,6 +318,12 @@ def gitchameleon_table(summary: Mapping[str, Any], misses_shown: int = 25) -> st
         said = ", ".join(f"{kind} {number}" for kind, number in kinds.most_common(6))
         lines.append(f"| reference solution fails its own test ({said}) | – | {len(failing)} |")
     lines.append("")
+    libraries = summary.get("libraries", {})
+    if libraries:
+        lines += ["#### Per library", "", "| Library | records | installable | importable | valid |", "|---|---|---|---|---|"]
+        for library, c in libraries.items():
+            lines.append(f"| {library} | {c['records']} | {c['installable']} | {c['importable']} | {c['valid']} |")
+        lines.append("")
     generation = summary.get("generation")
     if generation:
         ks = sorted({int(k.split("@")[1]) for s in generation["decoders"].values() for k in s["pass_at_k"]})
