@@ -26,3 +26,6 @@ def builtin_model():
     from adaptrack_lsp.completion.lm.builtin import load_builtin_model
 
     return load_builtin_model()
+
+#: test-shaped data files (the GitChameleon fixture's hidden tests) are inputs, not tests
+collect_ignore = ["data"]

@@ -60,3 +60,23 @@ def test_requirements_are_read_or_refused():
         requirement_name("==1.0")
     with pytest.raises(ValueError, match="no requirements"):
         environment_for([" "])
+
+
+def test_a_pin_without_a_wheel_is_named_even_when_a_pip_constraint_names_the_package(cache, tmp_path, monkeypatch):
+    # with a constraint file naming the package pip words a missing wheel as a conflict
+    # ("The user requested numpy==1.19.5" / "(constraint) numpy<3"); the builder asks the
+    # index which versions have wheels and names the real reason
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("numpy<3\n")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
+    with pytest.raises(EnvironmentBuildError) as caught:
+        environment_for(["numpy==1.19.5"])
+    assert caught.value.reason.startswith("no wheel of numpy==1.19.5 for Python 3.") and "wheels exist for" in caught.value.reason
+    assert caught.value.requirement == "numpy==1.19.5"
+
+
+def test_pins_that_contradict_each_other_are_named_as_pip_lists_them(cache):
+    with pytest.raises(EnvironmentBuildError) as caught:
+        environment_for(["flask==2.0.0", "werkzeug==1.0.1"])
+    reason = caught.value.reason
+    assert reason.startswith("conflicting requirements:") and "werkzeug==1.0.1" in reason and "Werkzeug>=2.0" in reason

@@ -235,6 +235,8 @@ def test_receiver_bindings_follow_pythons_scopes():
     # the text being typed after the parse's end still belongs to the function
     typing = "def f(a: np.ndarray):\n    return "
     assert receiver_bindings(typing, len(typing), ROOTS) == {"a": ("numpy", "ndarray", CALL)}
+    header = "def f(a: np.ndarray) -> float:\n"  # the body not written yet: the cursor begins it
+    assert receiver_bindings(header, len(header), ROOTS) == {"a": ("numpy", "ndarray", CALL)}
     lam = "a = np.zeros(3)\nf = lambda a: a."
     assert receiver_bindings(lam, len(lam), ROOTS) == {}
 

@@ -241,7 +241,7 @@ def _build(folder: Path, requirements: Sequence[str], base: str, progress, timeo
         if process.poll() is None:
             _kill(process)
     if code != 0:
-        raise _pip_error(requirements, lines)
+        raise _pip_error(requirements, lines, python)
     installed = _installed(python)
     _say(progress, "installed " + ", ".join(f"{name} {version}" for name, version in sorted(installed.items()) if name in {requirement_name(r) for r in requirements}))
     return installed
@@ -263,7 +263,7 @@ _NO_VERSION = re.compile(r"Could not find a version that satisfies the requireme
 _OFFLINE = ("Failed to establish a new connection", "Temporary failure in name resolution", "Network is unreachable", "ConnectTimeoutError", "ProxyError")
 
 
-def _pip_error(requirements: Sequence[str], lines: list[str]) -> EnvironmentBuildError:
+def _pip_error(requirements: Sequence[str], lines: list[str], python: Path | None = None) -> EnvironmentBuildError:
     text = "\n".join(lines)
     tail = "\n".join(lines[-20:])
     if any(marker in text for marker in _OFFLINE):
@@ -271,6 +271,8 @@ def _pip_error(requirements: Sequence[str], lines: list[str]) -> EnvironmentBuil
             requirements, "the package index cannot be reached (offline?)",
             "connect to the network once; the environment is cached afterwards", log_tail=tail,
         )
+    if "ResolutionImpossible" in text:
+        return _resolution_error(requirements, lines, python)
     missing = _NO_VERSION.search(text)
     if missing:
         requirement, versions = missing.group(1), (missing.group(2) or "").strip()
@@ -290,6 +292,55 @@ def _pip_error(requirements: Sequence[str], lines: list[str]) -> EnvironmentBuil
         return EnvironmentBuildError(requirements, f"no matching distribution for {match.group(1)}", "check the name and version", requirement=match.group(1), log_tail=tail)
     last = next((line.strip() for line in reversed(lines) if line.strip().startswith("ERROR")), lines[-1].strip() if lines else "pip failed")
     return EnvironmentBuildError(requirements, last[:300], "see pip's output above", log_tail=tail)
+
+
+_CONFLICT_START = "The conflict is caused by:"
+_USER_PIN = re.compile(r"The user requested ([A-Za-z0-9][A-Za-z0-9._-]*==[^\s,;]+)$")
+
+
+def _resolution_error(requirements: Sequence[str], lines: list[str], python: Path | None) -> EnvironmentBuildError:
+    """pip found no set of versions: a pinned version without a wheel for this Python
+    (pip words that as a conflict when a pip constraint file names the package: each pin
+    pip lists is asked about alone, constraints off), or pins that contradict each other
+    (named as pip lists them)."""
+    tail = "\n".join(lines[-20:])
+    stripped = [line.strip() for line in lines]
+    cause: list[str] = []
+    if _CONFLICT_START in stripped:
+        for line in stripped[stripped.index(_CONFLICT_START) + 1 :]:
+            if not line:
+                break
+            cause.append(line)
+    for line in cause:
+        pin = _USER_PIN.match(line)
+        if pin and python is not None:
+            alone = _pin_alone(python, pin.group(1))
+            if alone is not None and _NO_VERSION.search("\n".join(alone)):
+                return _pip_error(requirements, alone)
+    said = "; ".join(cause) if cause else "pip found no versions that satisfy every requirement"
+    return EnvironmentBuildError(requirements, f"conflicting requirements: {said}"[:400], "change the pins so that they agree", log_tail=tail)
+
+
+def _pin_alone(python: Path, requirement: str) -> list[str] | None:
+    """pip's answer for one pinned requirement, without dependencies and without the
+    constraint files of pip's configuration (the rest of the configuration, e.g. the
+    package index, stays): its output lines, None when pip could not be asked."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="adaptrack-pip-") as folder:
+        config = Path(folder) / "pip.conf"
+        config.write_text("[global]\nconstraint =\n")
+        env = {k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"}
+        env["PIP_CONFIG_FILE"] = str(config)  # loaded last: overrides the constraint setting only
+        try:
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed", "--only-binary=:all:",
+                 "--no-input", "--disable-pip-version-check", requirement],
+                capture_output=True, text=True, timeout=300, env=env,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return (done.stdout + "\n" + done.stderr).splitlines()
 
 
 def _installed(python: Path) -> dict[str, str]:

@@ -88,6 +88,11 @@ from adaptrack_lsp.config import cache_root as default_cache_dir
 
 log = logging.getLogger(__name__)
 
+#: one look-up at a time in this process: each index has its own thread, but jedi keeps
+#: its parsed modules and inference caches per process, and they are not thread-safe
+#: (two environments looked up at once raised KeyError inside jedi)
+_JEDI_LOCK = threading.Lock()
+
 #: seconds before a path whose lookup failed (timeout, crash) is tried again
 RETRY_FAILED_AFTER_S = 30.0
 
@@ -573,12 +578,13 @@ class JediIndex(APIIndex):
             started = time.perf_counter()
             kind = key_kind(key)
             try:
-                if kind == "signature":
-                    answer, definitive = self._lookup_signature(key)
-                elif kind == "modules":
-                    answer, definitive = self._lookup_modules(key_path(key))
-                else:
-                    answer, definitive = self._lookup(key_path(key))
+                with _JEDI_LOCK:  # jedi's caches are process-wide and not thread-safe
+                    if kind == "signature":
+                        answer, definitive = self._lookup_signature(key)
+                    elif kind == "modules":
+                        answer, definitive = self._lookup_modules(key_path(key))
+                    else:
+                        answer, definitive = self._lookup(key_path(key))
             except Exception as error:  # jedi raising on odd code is "unknown"
                 # (a signature that fails to load only leaves a call's keywords open)
                 (log.debug if kind == "signature" else log.warning)("API index: %s: %s: %s", describe_key(key), type(error).__name__, error)

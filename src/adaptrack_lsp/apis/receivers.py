@@ -197,6 +197,9 @@ def _encloses(source: bytes, node, byte_offset: int) -> bool:
         return False
     if byte_offset <= node.end_byte:
         return True
+    body = node.child_by_field_name("body")
+    if body is not None and body.named_child_count == 0 and not source[node.end_byte : byte_offset].strip():
+        return True  # a header whose body is still to be written: the cursor begins it
     column = _column(source, node)
     lines = source[node.end_byte:byte_offset].split(b"\n")
     if len(lines) < 2:

@@ -1,4 +1,5 @@
-"""`adaptrack-lsp eval`: headless evaluation on TFv1, TFv1Real and DSL tasks (paper §6).
+"""`adaptrack-lsp eval`: headless evaluation on TFv1, TFv1Real and DSL tasks (paper §6), and
+GitChameleon 2.0 (the API constraint against execution in pinned environments).
 
 Writes ``results.jsonl`` (one line per item and decoder; a rerun skips finished ones),
 ``summary.json``, ``table.md`` (shaped like the paper's tables) and PNG plots to --out.
@@ -8,29 +9,32 @@ from __future__ import annotations
 
 from adaptrack_lsp.config import model_argument
 
-HELP = "headless evaluation: TFv1 / TFv1Real exact match and DSL exactness, with tables and plots"
+HELP = "headless evaluation: TFv1 / TFv1Real exact match, DSL exactness, GitChameleon, with tables and plots"
 
-DATASETS = ("tfv1", "tfv1real", "dsl")
+DATASETS = ("tfv1", "tfv1real", "dsl", "gitchameleon")
 DEFAULT_API_DECODERS = "unconstrained,constrained,adaptrack"
 DEFAULT_DSL_DECODERS = "constrained,asap,adaptrack"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("dataset", choices=DATASETS, help="tfv1 (paper §6.1), tfv1real (§6.2) or dsl (§6.4)")
+    parser.add_argument(
+        "dataset", choices=DATASETS, help="tfv1 (paper §6.1), tfv1real (§6.2), dsl (§6.4) or gitchameleon (docs/versions.md)"
+    )
     parser.add_argument(
         "--model",
         default=None,
         type=model_argument,
         help="'simulated' (the simulated-intent LM, no weights), 'builtin' (offline), 'tiny', a local model folder or a hub id "
-        "(required for tfv1/tfv1real; dsl tasks carry their own tabular LM)",
+        "(required for tfv1/tfv1real; dsl tasks carry their own tabular LM; gitchameleon: generated solutions, optional)",
     )
     parser.add_argument(
         "--decoders",
         default=None,
-        help=f"comma-separated decoders (default {DEFAULT_API_DECODERS}; dsl: {DEFAULT_DSL_DECODERS})",
+        help=f"comma-separated decoders (default {DEFAULT_API_DECODERS}; dsl: {DEFAULT_DSL_DECODERS}; "
+        "gitchameleon: unconstrained,constrained,adaptrack,exact)",
     )
     parser.add_argument(
-        "--samples", type=int, default=None, help="sampled decodes per item (default 20; dsl: 100 per task)"
+        "--samples", type=int, default=None, help="sampled decodes per item (default 20; dsl: 100 per task; gitchameleon: 5)"
     )
     parser.add_argument(
         "--setting",
@@ -42,7 +46,8 @@ def add_arguments(parser) -> None:
         "--data",
         default=None,
         help="tfv1real: a folder of .py files (built into a dataset) or a JSONL of {prefix, oracle}; "
-        "dsl: a task file or a folder of task files (default: the binary task)",
+        "dsl: a task file or a folder of task files (default: the binary task); "
+        "gitchameleon: the benchmark's dataset folder (dataset.jsonl, hidden_tests/), never downloaded",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--api-snapshot", default=None, help="API snapshot JSON (default: the committed TF snapshot)")
@@ -54,7 +59,7 @@ def add_arguments(parser) -> None:
         "--max-new-tokens",
         type=int,
         default=None,
-        help="token limit per completion (default 64; dsl --grammar: the length cap of the enumerated P(s|c), default 16)",
+        help="token limit per completion (default 64; gitchameleon: 128; dsl --grammar: the length cap of the enumerated P(s|c), default 16)",
     )
     parser.add_argument(
         "--grammar",
@@ -73,6 +78,19 @@ def add_arguments(parser) -> None:
         default=[],
         metavar="DECODER.KEY=VALUE",
         help="decoder option, e.g. adaptrack.max_backtrack_distance=4 (repeatable)",
+    )
+    parser.add_argument("--libraries", default=None, help="gitchameleon: only the records of these libraries (comma-separated)")
+    parser.add_argument(
+        "--tests",
+        choices=("hidden", "visible"),
+        default="hidden",
+        help="gitchameleon: ground truth from the hidden pytest files (default) or the visible test",
+    )
+    parser.add_argument(
+        "--constraints", default=None, help="gitchameleon: constraint parts checked (default api,kwargs; see `explain --constraints`)"
+    )
+    parser.add_argument(
+        "--run-timeout", type=float, default=240.0, help="gitchameleon: seconds per test run in an environment (default 240, the benchmark's)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -4,6 +4,9 @@ Output folder layout (``--out DIR``):
 
 - tfv1 with one setting, tfv1real, dsl: ``DIR/results.jsonl``, ``DIR/summary.json``,
   ``DIR/table.md``, ``DIR/run.json`` and the plots;
+- gitchameleon: ``DIR/records.jsonl``, ``DIR/pairs.jsonl``, ``DIR/environments.json``,
+  ``DIR/runs.jsonl`` (executions, reused by a rerun), ``DIR/summary.json``,
+  ``DIR/table.md``, and with ``--model`` ``DIR/generations.jsonl``;
 - tfv1 ``--setting both``: the per-setting files in ``DIR/v1/`` and ``DIR/v2/`` and a
   combined ``DIR/summary.json``, ``DIR/table.md`` (paper Table 1 shape) and
   ``DIR/em_at_k.png``.
@@ -70,6 +73,8 @@ def run_eval(args) -> int:
     try:
         if args.dataset == "dsl":
             return _run_dsl(args)
+        if args.dataset == "gitchameleon":
+            return _run_gitchameleon(args)
         if args.max_new_tokens is None:
             args.max_new_tokens = DEFAULT_MAX_NEW_TOKENS
         return _run_api(args)
@@ -240,3 +245,61 @@ def _run_dsl(args) -> int:
     report.plot_kl_curves(curves, out / "kl_curve.png", "Sliding-window KL divergence to P(s|c)")
     print((out / "table.md").read_text(encoding="utf-8"))
     return 0
+
+
+# -- GitChameleon ---------------------------------------------------------------------------------
+def _run_gitchameleon(args) -> int:
+    from adaptrack_lsp.evaluation import gitchameleon
+
+    if args.data is None:
+        raise ValueError("eval gitchameleon needs --data DIR (the GitChameleon dataset folder: dataset.jsonl, hidden_tests/)")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be >= 1")
+    parts = _comma_list(args.constraints) if args.constraints else list(gitchameleon.DEFAULT_PARTS)
+    from adaptrack_lsp.commands.explain import PARTS
+
+    unknown = [part for part in parts if part not in PARTS]
+    if unknown:
+        raise ValueError(f"--constraints: unknown part(s) {', '.join(unknown)} (known: {', '.join(PARTS)})")
+    if args.run_timeout <= 0:
+        raise ValueError("--run-timeout must be > 0")
+    records = gitchameleon.load_records(args.data, _comma_list(args.libraries) if args.libraries else None, args.limit)
+    if not records:
+        raise ValueError(f"{args.data}: no records" + (f" of {args.libraries}" if args.libraries else ""))
+    generation = None
+    if args.model:
+        decoders = parse_decoders(args.decoders or ",".join(gitchameleon.DEFAULT_DECODERS))
+        samples = 5 if args.samples is None else int(args.samples)
+        if samples < 0:
+            raise ValueError("--samples must be >= 0")
+        generation = gitchameleon.GenerationSettings(
+            model=args.model, decoders=decoders, samples=samples, seed=args.seed,
+            max_new_tokens=args.max_new_tokens or 128, timeout_s=args.timeout if args.timeout and args.timeout > 0 else 60.0,
+            extra={k: v for k, v in {"device": args.device, "dtype": args.dtype}.items() if v is not None},
+        )
+    elif args.decoders or args.samples is not None:
+        raise ValueError("--decoders and --samples need --model (generated solutions)")
+    out = Path(args.out)
+    print(f"GitChameleon: {len(records)} records from {gitchameleon.dataset_folder(args.data)}", file=sys.stderr)
+    evaluation = gitchameleon.evaluate(
+        records, out, parts=parts, tests=args.tests, timeout_s=args.run_timeout, progress=not args.no_progress,
+    )
+    summary = evaluation.summary
+    if generation is not None:
+        valid_ids = {row["id"] for row in evaluation.records if row.get("valid")}
+        chosen = [record for record in records if record.example_id in valid_ids]
+        environments = {record.example_id: evaluation.states[record.example_id] for record in chosen}
+        rows = gitchameleon.generate(chosen, environments, evaluation.executor, generation, out, progress=not args.no_progress)
+        summary["generation"] = {
+            "model": args.model, "records": len(chosen), "samples": generation.samples,
+            "decoders": gitchameleon.summarize_generation(rows, generation.decoders, generation.samples),
+        }
+    report.write_json(out / "summary.json", summary)
+    (out / "table.md").write_text(report.gitchameleon_table(summary), encoding="utf-8")
+    print((out / "table.md").read_text(encoding="utf-8"))
+    print(gitchameleon.figures_line(summary))
+    return 0
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]

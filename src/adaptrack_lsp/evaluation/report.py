@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,83 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (np.floating, np.integer)):
         return value.item()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+# -- GitChameleon --------------------------------------------------------------------------------
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{100.0 * value:.1f}%"
+
+
+def _cell(text: str, limit: int = 110) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def gitchameleon_table(summary: Mapping[str, Any], misses_shown: int = 25) -> str:
+    """Markdown: the counts, recall / catch / false rejection, catches by category, the
+    misses (first `misses_shown` of each list; all of them are in summary.json), why
+    records left the count, and with a model pass@k per decoder."""
+    counts = summary["counts"]
+    misses = summary["misses"]
+    lines = [
+        "### GitChameleon 2.0: the API constraint against execution",
+        "",
+        f"Python {summary.get('python')}, ground truth: the {summary.get('tests')} tests, constraint: {', '.join(summary.get('parts', []))}",
+        "",
+        "| Records | installable | importable | valid | cross-version pairs: breaking | passing | failing otherwise |",
+        "|---|---|---|---|---|---|---|",
+        f"| {counts['records']} | {counts['installable']} | {counts['importable']} | {counts['valid']} | {counts['pairs_breaking']} | {counts['pairs_passing']} | {counts['pairs_failing_otherwise']} |",
+        "",
+        "| Figure | value | counted |",
+        "|---|---|---|",
+        f"| Recall: valid reference solutions accepted in their own environment | {_share(summary['recall'])} | {counts['valid'] - len(misses['recall'])} / {counts['valid']} |",
+        f"| Catch: breaking cross-version solutions rejected | {_share(summary['catch'])} | {counts['pairs_breaking'] - len(misses['catch'])} / {counts['pairs_breaking']} |",
+        f"| False rejection: passing cross-version solutions rejected | {_share(summary['false_rejection'])} | {len(misses['false_rejection'])} / {counts['pairs_passing']} |",
+        "",
+        "#### Breaking cross-version solutions by category",
+        "",
+        "| Category | breaking | caught |",
+        "|---|---|---|",
+    ]
+    caught = summary.get("caught_by_category", {})
+    for category, number in sorted(summary.get("breaking_by_category", {}).items()):
+        lines.append(f"| {category} | {number} | {caught.get(category, 0)} |")
+    lines += ["", "#### Misses", ""]
+    if not any(misses.values()):
+        lines += ["None.", ""]
+    else:
+        lines += ["| Figure | category | records | code / error | the constraint said |", "|---|---|---|---|---|"]
+        for miss in misses["recall"][:misses_shown]:
+            lines.append(f"| recall | {miss['category']} | {miss['id']} ({miss['library']} {miss['version']}) | {_cell(miss['line'])} | {_cell(miss['reason'])} |")
+        for miss in misses["catch"][:misses_shown]:
+            lines.append(f"| catch | {miss['category']} | {miss['source']} in {miss['target']} ({miss['library']} {miss['versions']}) | {_cell(miss['error'])} | {_cell(miss['verdict'])} |")
+        for miss in misses["false_rejection"][:misses_shown]:
+            lines.append(f"| false rejection | {miss['category']} | {miss['source']} in {miss['target']} ({miss['library']} {miss['versions']}) | {_cell(miss['line'])} | {_cell(miss['reason'])} |")
+        lines.append("")
+    lines += ["#### Records left out of the figures", "", "| Why | environments | records |", "|---|---|---|"]
+    for kind, entries in summary.get("not_installable", {}).items():
+        examples = "; ".join(entries[i]["reason"] for i in range(min(2, len(entries))))
+        lines.append(f"| not installable: {kind} (e.g. {_cell(examples, 160)}) | {len(entries)} | {sum(len(e['records']) for e in entries)} |")
+    for entry in summary.get("not_importable", []):
+        lines.append(f"| installed, does not import: {_cell(' '.join(entry['requirements'][:2]))}: {_cell(entry['reason'])} | 1 | {len(entry['records'])} |")
+    failing = summary.get("reference_fails", [])
+    if failing:
+        kinds = Counter(item["failure"].split(":")[0] for item in failing)
+        said = ", ".join(f"{kind} {number}" for kind, number in kinds.most_common(6))
+        lines.append(f"| reference solution fails its own test ({said}) | – | {len(failing)} |")
+    lines.append("")
+    libraries = summary.get("libraries", {})
+    if libraries:
+        lines += ["#### Per library", "", "| Library | records | installable | importable | valid |", "|---|---|---|---|---|"]
+        for library, c in libraries.items():
+            lines.append(f"| {library} | {c['records']} | {c['installable']} | {c['importable']} | {c['valid']} |")
+        lines.append("")
+    generation = summary.get("generation")
+    if generation:
+        ks = sorted({int(k.split("@")[1]) for s in generation["decoders"].values() for k in s["pass_at_k"]})
+        lines += [f"#### Generated solutions: {generation['model']}", "", "| Method | " + " | ".join(f"pass@{k}" for k in ks) + " | valid outputs | no output |", "|" + "---|" * (len(ks) + 3)]
+        for decoder, s in generation["decoders"].items():
+            values = [_percent(s["pass_at_k"].get(f"pass@{k}")) for k in ks]
+            lines.append(f"| {label(decoder)} | " + " | ".join(values) + f" | {_percent(s['valid_share'])} | {s['no_output']} |")
+        lines += ["", f"Over the {generation['records']} valid records; pass@1 from the greedy completion, pass@k from {generation['samples']} samples at temperature 1 (unbiased estimator).", ""]
+    return "\n".join(lines)
