@@ -442,3 +442,27 @@ def test_an_empty_jedi_answer_is_kept_on_disk_and_lookups_are_counted(tmp_path):
         assert fresh.progress("json") == (1, 1)  # json itself only: dumps came from disk
     finally:
         fresh.close()
+
+
+def test_a_module_jedi_loses_mid_inference_is_asked_again(monkeypatch):
+    """parso drops cached modules in long processes and jedi raises KeyError(path) for one
+    it still needs; the look-up is asked once more instead of leaving the path unknown."""
+    from pathlib import Path
+
+    index = JediIndex(timeout_s=60, cache_dir=None)
+    real = JediIndex._lookup
+    calls = []
+
+    def flaky(self, path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyError(Path("/site-packages/json/decoder.py"))
+        return real(self, path)
+
+    monkeypatch.setattr(JediIndex, "_lookup", flaky)
+    try:
+        members = index.members(("json",))
+    finally:
+        index.close()
+    assert members is not None and "dumps" in members
+    assert calls == [("json",), ("json",)]

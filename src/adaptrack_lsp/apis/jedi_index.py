@@ -569,6 +569,24 @@ class JediIndex(APIIndex):
         self._jobs.put((path, future))
         return future
 
+    def _answer_key(self, key: tuple[str, ...], kind: str):
+        """(answer, definitive) for `key`, asked once more when jedi loses a parsed module
+        mid-inference: parso drops cached modules unused for ten minutes once more than
+        600 are cached, and jedi then raises KeyError(path) for one it still needs (long
+        processes, many environments); the second try parses it again."""
+        for attempt in (1, 2):
+            try:
+                if kind == "signature":
+                    return self._lookup_signature(key)
+                if kind == "modules":
+                    return self._lookup_modules(key_path(key))
+                return self._lookup(key_path(key))
+            except KeyError as error:
+                if attempt == 2 or not isinstance(error.args[0] if error.args else None, os.PathLike):
+                    raise
+                log.debug("API index: jedi lost %s while looking up %s; asking again", error, describe_key(key))
+        raise AssertionError("unreachable")
+
     def _run_jobs(self) -> None:
         while True:
             job = self._jobs.get()
@@ -579,12 +597,7 @@ class JediIndex(APIIndex):
             kind = key_kind(key)
             try:
                 with _JEDI_LOCK:  # jedi's caches are process-wide and not thread-safe
-                    if kind == "signature":
-                        answer, definitive = self._lookup_signature(key)
-                    elif kind == "modules":
-                        answer, definitive = self._lookup_modules(key_path(key))
-                    else:
-                        answer, definitive = self._lookup(key_path(key))
+                    answer, definitive = self._answer_key(key, kind)
             except Exception as error:  # jedi raising on odd code is "unknown"
                 # (a signature that fails to load only leaves a call's keywords open)
                 (log.debug if kind == "signature" else log.warning)("API index: %s: %s: %s", describe_key(key), type(error).__name__, error)
