@@ -42,15 +42,12 @@ def setup():
 def chain_is_valid(generated: str, complete: bool, dotted: set[str]) -> bool:
     """Independent oracle for the chain the prompt opened (``np.`` + generated text):
     every name is a member of the path before it; the last one must be complete when
-    the chain ended (something other than an identifier character follows).  A private
-    name (``_x``) ends the check: it is never rejected (it may exist at run time)."""
+    the chain ended (something other than an identifier character follows)."""
     run = re.match(r"[\w.]*", generated).group()
     parts = run.split(".")
     ended = len(run) < len(generated) or complete
     path = "numpy"
     for position, name in enumerate(parts):
-        if name.startswith("_"):
-            return True
         last = position == len(parts) - 1
         if not last or ended:
             if f"{path}.{name}" not in dotted:

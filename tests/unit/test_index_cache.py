@@ -11,7 +11,7 @@ import time
 import pytest
 
 from adaptrack_lsp.apis.index import JediIndex
-from adaptrack_lsp.apis.index_cache import CACHE_FORMAT, EnvironmentFacts, IndexCache
+from adaptrack_lsp.apis.index_cache import CACHE_FORMAT, EnvironmentFacts, IndexCache, worker_digest
 
 from api_index_support import install_fake_package, make_fixture_venv, site_packages
 
@@ -52,7 +52,8 @@ def test_upgraded_package_is_recomputed_and_unchanged_one_is_loaded(venv_python,
     install_fake_package(venv_python, "numpy", "2.0.0", NEW_NUMPY)  # the upgrade
     members, version = numpy_members(venv_python, cache)
     assert {"new_api", "ndarray"} <= members and "old_api" not in members and version == "2.0.0"
-    assert [p.name for p in cache_files(cache)] == [f"numpy-1.0.0.runtime.v{CACHE_FORMAT}.json", f"numpy-2.0.0.runtime.v{CACHE_FORMAT}.json"]
+    suffix = f"runtime.v{CACHE_FORMAT}-{worker_digest()}.json"  # the worker's source is part of the key
+    assert [p.name for p in cache_files(cache)] == [f"numpy-1.0.0.{suffix}", f"numpy-2.0.0.{suffix}"]
 
     # unchanged: a new process answers from disk without jedi or the runtime worker
     def must_not_run(*args, **kwargs):

@@ -1027,8 +1027,10 @@ class JediIndex(APIIndex):
         members: dict[str, Member] = {}
         for completion in completions:
             name = completion.name
-            if name.startswith("_") or not name.isidentifier() or name in members:
+            if not name.isidentifier() or name in members:
                 continue
+            if not is_module and name[:2] == "__" and name[-2:] == "__":
+                continue  # the object protocol of a function or an instance says nothing of the API
             internal = getattr(completion, "_name", None)
             # `completion.type` also computes docstrings and signatures (seconds for a
             # big module); the name's own api_type is what it returns in the end.

@@ -28,6 +28,7 @@ Owns:
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -38,6 +39,8 @@ import numpy as np
 from adaptrack_lsp.completion.project_context import ProjectContext, Snippet
 from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import DEFAULT_CONTEXT_TOKENS
+
+logger = logging.getLogger(__name__)
 
 #: characters that continue an identifier (Python's identifier rules, ASCII fast path)
 _IDENTIFIER_TAIL = re.compile(r"[^\W]+\Z", re.UNICODE)
@@ -415,7 +418,12 @@ class PromptBuilder:
         key = (context, self.context_tokens, self.repo)
         cached = self._recall("block", key)
         if cached is None:
-            cached = self._remember("block", key, self._build_block(context))
+            try:
+                built = self._build_block(context)
+            except ValueError as error:  # a vocabulary that cannot spell the snippets (a task's tabular LM)
+                logger.info("project context left out: %s", error)
+                built = ((), (), ())
+            cached = self._remember("block", key, built)
         block, header, chosen = cached
         return list(block), list(header), chosen
 

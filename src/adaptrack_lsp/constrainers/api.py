@@ -174,7 +174,7 @@ class _PathInfo:
     attribute may exist); ``"values"`` -> `open_values` (unlisted names are data, e.g.
     a DataFrame's columns: they may be read but not called)."""
 
-    __slots__ = ("members", "open_values", "prefixes", "private_open", "sorted_names")
+    __slots__ = ("members", "open_values", "prefixes", "sorted_names")
 
     def __init__(self, members: Mapping[str, Member] | None, extra: frozenset[str] = frozenset()):
         self.open_values = False
@@ -185,9 +185,6 @@ class _PathInfo:
                 self.open_values = True
                 members = {name: member for name, member in members.items() if name != ANY_ATTRIBUTE}
         self.members = None if members is None else frozenset(members) | extra
-        #: the answer lists no private name (jedi's static view, snapshots): a ``_`` name
-        #: is unknown, never rejected; a runtime answer lists them all (``__doc__``, ...)
-        self.private_open = self.members is not None and not any(name[:1] == "_" for name in self.members)
         if self.members is None:
             self.prefixes = frozenset()
             self.sorted_names: list[str] = []
@@ -341,7 +338,6 @@ class ApiMonitor(Constrainer):
             if names is not None and not path:
                 names = frozenset(names) | self.local_modules
             info = self._paths[key] = _PathInfo(None if names is None else {n: Member(n, "module") for n in names})
-            info.private_open = False  # a module listing names private modules too
         return info if info.members is not None else None
 
     def import_names(self, module: tuple[str, ...]) -> _PathInfo | None:
@@ -358,7 +354,6 @@ class ApiMonitor(Constrainer):
                 names = {n: Member(n, "module") for n in modules.members}
                 names.update({n: Member(n, "name") for n in members.members})
                 info = _PathInfo(names)
-                info.private_open = members.private_open
             self._paths[key] = info
         return info if info.members is not None else None
 
@@ -454,7 +449,7 @@ class ApiMonitor(Constrainer):
                 extended = partial + char
                 if checked:
                     info = self.import_names(module)
-                    if info is None or (extended[:1] == "_" and info.private_open):
+                    if info is None:
                         return with_(partial=extended, checked=False), True, None
                     if extended not in info.prefixes:
                         return None, False, None
@@ -510,7 +505,7 @@ class ApiMonitor(Constrainer):
 
     def _name_complete(self, module: tuple[str, ...], name: str) -> bool:
         info = self.import_names(module)
-        return info is None or name in info.members or (name[:1] == "_" and info.private_open)
+        return info is None or name in info.members
 
     # -- Constrainer -----------------------------------------------------------------------
     def start(self, context=None):
@@ -800,10 +795,6 @@ class ApiMonitor(Constrainer):
             if mode == _MEMBER:
                 path, partial = state[1], state[2]
                 info = self.path_info(path)
-                if not partial and char == "_" and info.private_open:
-                    # a private name the answer does not list is unknown: it may exist
-                    state = (_CODE, "", True)
-                    continue
                 if char in _ASCII_IDENT or (
                     char > "\x7f" and (char.isalnum() or char == "_")
                 ):
@@ -1052,7 +1043,6 @@ class _ApiMasks:
         self._unknown_dot_verdicts: np.ndarray | None = None
         #: (table, path) -> token groups of every member of the path (state right after ".")
         self._full_groups: dict = {}
-        self._private_dot: np.ndarray | None = None
 
     @classmethod
     def of(cls, monitor: ApiMonitor, index: TokenIndex, learned: tuple = ()) -> _ApiMasks:
@@ -1183,9 +1173,6 @@ class _ApiMasks:
         mask[ids] = False
         mask[dot.empty_rest_ids] = True
         self._member_table(mask, dot, info, "", after_dot, path)
-        private = self._dot_private_ids() if info.private_open else ()
-        if len(private):  # ._name the answer does not list: unknown, lexed on as code
-            self._set_exact_table(mask, dot, after_dot, private)
 
     def _unknown_dot(self) -> np.ndarray:
         """Verdicts of the dot tokens when the path before the dot is unknown: the dot
@@ -1203,23 +1190,11 @@ class _ApiMasks:
                     )
         return verdicts
 
-    def _dot_private_ids(self) -> np.ndarray:
-        """Dot-table tokens whose name part starts with "_" (``._x``)."""
-        if self._private_dot is None:
-            dot = self.tables.dot
-            self._private_dot = np.asarray(
-                [t for t in dot.ids.tolist() if dot.rest_of[t][:1] == "_"], dtype=np.int64
-            )
-        return self._private_dot
-
     def member_mask(self, inner, state) -> np.ndarray:
         path, partial = inner[1], inner[2]
         info = self.monitor.path_info(path)
         mask = np.zeros(self.tables.size, dtype=bool)
         self._member_table(mask, self.tables.main, info, partial, state, path)
-        if not partial and info.private_open:  # an unlisted private name: unknown, lexed as code
-            private = self.tables.ids_starting_with("_")
-            mask[private] = self.base_after_dot()[private]
         if partial in info.members:
             # tokens starting with a non-identifier character end the name here
             tables = self.tables
@@ -1427,7 +1402,7 @@ class _ImportMasks:
                 info = monitor.module_names(module) if stage == _I_MODULE else monitor.import_names(module)
             at_start = stage == _I_NAMES or not module
             if partial:
-                complete = info is None or partial in info.members or (partial[:1] == "_" and info.private_open)
+                complete = info is None or partial in info.members
                 self._identifiers(mask, exact, info, partial, imports.plain_lead_ids, tables.main)
                 for ids in (imports.spaced_lead_ids, imports.space_only_ids, imports.spaced_other_ids, imports.other_ids):
                     if not complete:
@@ -1449,8 +1424,7 @@ class _ImportMasks:
     def _identifiers(self, mask, exact, info: _PathInfo | None, partial: str, lead_ids, table) -> None:
         """Tokens of `table` whose identifier run continues a checked name from
         `partial`: a prefix of a name is valid, a completed name followed by more text is
-        checked one by one, anything else is rejected (private names the answer does not
-        list are not checked)."""
+        checked one by one, anything else is rejected."""
         if info is None:  # an unchecked name: whatever follows it is decided by the rules
             mask[lead_ids] = True
             return
@@ -1463,8 +1437,3 @@ class _ImportMasks:
                 for lead, ids in group.items():
                     if lead[:1].isdigit() or not _is_identifier_start(lead[:1]):
                         mask[ids] = True
-        if not partial and info.private_open:  # _names the answer does not list: unchecked
-            for lead, ids in table.pure_ids_by_lead.items():
-                if lead[:1] == "_":
-                    mask[ids] = True
-            exact += [ids for lead, ids in (*table.mixed_free_ids_by_lead.items(), *table.mixed_check_ids_by_lead.items()) if lead[:1] == "_"]

@@ -427,13 +427,15 @@ class AdaptrackServer(LanguageServer):
         were opened (the project context of a request; `completion/project_context.py`)."""
         from pygls.uris import to_fs_path
 
+        from adaptrack_lsp.completion.request import sanitize_text
+
         found = []
         for uri, document in list(self.workspace.text_documents.items()):
             if not uri.startswith("file:"):
                 continue
             path = to_fs_path(uri)
             if path and (document.language_id == "python" or path.endswith((".py", ".pyi"))):
-                found.append((path, document.source))
+                found.append((path, sanitize_text(document.source)))  # lone surrogates: as the request's own text
         return tuple(found)
 
     def index_ready(self, answered: bool) -> None:

@@ -38,6 +38,7 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     topPValidity: 1,
     pythonPath: null,
     apiSnapshot: null,
+    versionTargets: [],
     runtimeIntrospection: true,
     keywordArguments: true,
     timeoutMs: 3000,
@@ -97,7 +98,7 @@ test('user values pass through unchanged, camelCase', () => {
     backend: 'auto', endpoint: '', tokenizer: '', serverModel: '', apiKeyEnv: 'ADAPTRACK_API_KEY',
     serverTopLogprobs: 20, serverLookahead: 32, serverTimeoutMs: 10000,
   };
-  assert.deepEqual(options, { ...values, kvCache: 'auto', threads: null, gpuLayers: null, contextTokens: null, pythonPath: null, apiSnapshot: null, keywordArguments: true, ...engine, trustedWorkspace: false });
+  assert.deepEqual(options, { ...values, kvCache: 'auto', threads: null, gpuLayers: null, contextTokens: null, pythonPath: null, apiSnapshot: null, versionTargets: [], keywordArguments: true, ...engine, trustedWorkspace: false });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
