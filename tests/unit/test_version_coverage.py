@@ -427,3 +427,30 @@ def test_import_masks_equal_brute_force_on_the_tiny_tokenizer():
             assert np.array_equal(fast, slow), (prefix, state, [vocab.text(int(i)) for i in np.flatnonzero(fast != slow)[:10]])
             checked += 1
     assert checked > 40
+
+
+@pytest.mark.parametrize(
+    "prefix, text",
+    [
+        # an attribute the document gives a library object elsewhere
+        ("import socketserver\nserver = socketserver.TCPServer(('', 0), None, bind_and_activate=False)\n"
+         "def handle(self):\n    self.server.wfile = self.wfile\n", "server.wfile.write(b'x')\n"),
+        # Enum('Name', ...) makes a class (its metaclass's __call__), not an Enum instance
+        ("import enum\nMinor = enum.Enum('Minor', 'june july')\n", "Minor.june\n"),
+        # an abstract method of a base class exists (its subclasses implement it)
+        ("import mailbox\nbox = mailbox.Mailbox('path')\n", "box.add\n"),
+        # Cls.__new__(Cls) says nothing of the type a checker could use
+        ("import hmac\nh1 = hmac.HMAC.__new__(hmac.HMAC)\n", "h1.copy\n"),
+    ],
+)
+def test_what_the_runtime_may_give_an_object_is_not_rejected(explainer, prefix, text):
+    """Cases found over the standard library's test suite (benchmarks/version_receivers.py):
+    each is valid Python that runs here."""
+    found = explainer.explain(prefix, text)
+    assert found["accepted"] is True, found
+
+
+def test_an_attribute_the_document_never_assigns_is_still_rejected(explainer):
+    prefix = "import socketserver\nserver = socketserver.TCPServer(('', 0), None, bind_and_activate=False)\n"
+    assert explainer.explain(prefix, "server.wfile\n")["accepted"] is False
+    assert explainer.explain(prefix + "server.wfile = 1\n", "server.wfile\n")["accepted"] is True

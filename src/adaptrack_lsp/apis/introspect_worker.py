@@ -133,10 +133,12 @@ def member_value(obj, name: str):
     return value
 
 
-def public_members(obj, extra_names=(), private=False) -> dict:
+def public_members(obj, extra_names=(), private=False, placeholders=False) -> dict:
     """Public members of `obj`: name -> (kind, has_members).  See the module docstring.
     `private`: names starting with ``_`` too (what the checks compare against: a
-    private name that exists at run time is not rejected; one that does not is)."""
+    private name that exists at run time is not rejected; one that does not is).
+    `placeholders`: keep functions whose body only raises (a class's abstract methods,
+    which its subclasses implement; a module's such function is a removed API)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -152,7 +154,7 @@ def public_members(obj, extra_names=(), private=False) -> dict:
             value = member_value(obj, name)
         except Exception:
             continue
-        if is_placeholder(value):
+        if not placeholders and is_placeholder(value):
             continue
         kind = kind_of(value)
         result[name] = (kind, has_members(kind))
@@ -324,17 +326,19 @@ def instance_members(cls) -> dict:
     ``__getattribute__``, sets attributes dynamically, or keeps an instance ``__dict__``
     without Python source to read.
     """
-    members = public_members(cls, private=True)
+    members = public_members(cls, private=True, placeholders=True)
     dynamic = None
     for klass in cls.__mro__:
         if klass is object:
             continue
         namespace = vars(klass)
+        proxy = False  # this class serves data: what it sets dynamically is that data
         for hook in ("__getattr__", "__getattribute__"):
             function = namespace.get(hook)
             if function is None:
                 continue
             key = (getattr(function, "__module__", None), getattr(function, "__qualname__", None))
+            proxy = proxy or key in VALUE_PROXIES
             kind = "values" if key in VALUE_PROXIES else "any"
             if dynamic != "any":
                 dynamic = kind
@@ -350,7 +354,7 @@ def instance_members(cls) -> dict:
                 dynamic = "any"  # instances keep a __dict__ that no source we can read fills (modules, functions)
             continue
         names, sets_dynamically = _self_attributes(node)
-        if sets_dynamically:
+        if sets_dynamically and not proxy:
             dynamic = "any"
         for name in names:
             if name.isidentifier():
@@ -422,7 +426,9 @@ def result_class(obj):
     its numpydoc "Returns" section names (C functions such as ``numpy.zeros``).  None
     otherwise (unions, ``Any``, several values, nothing said)."""
     if inspect.isclass(obj):
-        return obj
+        # a metaclass with its own __call__ may return anything (Enum('Name', 'a b')
+        # makes a class): only type.__call__ is known to make an instance
+        return obj if type(obj).__call__ is type.__call__ else None
     alias = _as_class(obj)  # a generic alias such as ``NDArray[float64]`` names its origin
     if alias is not None and not callable(getattr(obj, "__wrapped__", None)):
         return alias

@@ -997,6 +997,7 @@ class JediIndex(APIIndex):
             log.debug("jedi cannot infer the result of %s(): %s", expression, error)
             return None
         types_found = {tuple(name.full_name.split(".")) for name in names if name.type == "instance" and name.full_name}
+        types_found.discard(("builtins", "object"))  # "an object" says nothing
         if len(types_found) != 1:
             log.debug("the result of %s() has %d inferred types", expression, len(types_found))
             return None

@@ -37,7 +37,7 @@ from adaptrack_lsp.apis.index import CALL
 
 log = logging.getLogger(__name__)
 
-__all__ = ["receiver_bindings"]
+__all__ = ["assigned_attribute_names", "receiver_bindings"]
 
 #: a binding that names no typed value (makes its name unknown in its scope)
 _UNTYPED = None
@@ -360,6 +360,10 @@ class _Resolver:
             return (*base, _text(attribute))
         if kind == "call" and not annotation:
             function = node.child_by_field_name("function")
+            if function is not None and function.type == "attribute":
+                called = function.child_by_field_name("attribute")
+                if called is not None and _text(called)[:2] == "__":
+                    return None  # Cls.__new__(Cls), obj.__call__(): the protocol says nothing of the type
             base = self.expression(function, scope_index, depth + 1)
             return (*base, CALL) if base is not None else None
         if kind == "parenthesized_expression" and node.named_child_count == 1:
@@ -398,3 +402,49 @@ def receiver_bindings(document: str, offset: int, roots: Mapping[str, tuple[str,
     except Exception:  # noqa: BLE001 - an unreadable document binds nothing
         log.debug("could not read the document's typed names", exc_info=True)
         return {}
+
+
+_ASSIGNED_CACHE: dict[str, frozenset[str]] = {}
+
+
+def assigned_attribute_names(document: str) -> frozenset[str]:
+    """The attribute names the document assigns on any object (``server.wfile = f``,
+    ``self.count += 1``, ``setattr(obj, "name", v)``): an object of a library class may
+    get them at run time, so they are never rejected on a typed receiver."""
+    if not document:
+        return frozenset()
+    cached = _ASSIGNED_CACHE.get(document)
+    if cached is not None:
+        return cached
+    names: set[str] = set()
+    try:
+        tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
+        stack = [tree.root_node]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind in ("assignment", "augmented_assignment"):
+                target = node.child_by_field_name("left")
+                targets = [target] if target is not None else []
+                while targets:
+                    item = targets.pop()
+                    if item.type == "attribute":
+                        attribute = item.child_by_field_name("attribute")
+                        if attribute is not None:
+                            names.add(_text(attribute))
+                    elif item.type in ("pattern_list", "tuple_pattern", "list_pattern", "tuple", "list", "parenthesized_expression"):
+                        targets.extend(item.named_children)
+            elif kind == "call":
+                function = node.child_by_field_name("function")
+                arguments = node.child_by_field_name("arguments")
+                if function is not None and _text(function) == "setattr" and arguments is not None and arguments.named_child_count >= 2:
+                    key = arguments.named_children[1]
+                    if key.type == "string":
+                        names.add(_text(key).strip("'\"rbuRBU"))
+            stack.extend(node.children)
+    except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
+        log.debug("could not read the document's attribute assignments", exc_info=True)
+    found = frozenset(name for name in names if name.isidentifier())
+    _ASSIGNED_CACHE.clear()
+    _ASSIGNED_CACHE[document] = found
+    return found

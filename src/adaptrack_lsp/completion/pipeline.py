@@ -275,7 +275,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             document=request.text,
             prefix=plan.constraint_prefix,
             roots=request.bound_names,
-            local_modules=request.local_modules,
+            local_modules=request.local_modules, assigned_attributes=request.assigned_attributes,
             forced_prefix=plan.heal_text,
             clean=constrained,
             keywords_index=view if settings.keyword_arguments else None,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from adaptrack_lsp.apis.imports import document_roots
 from adaptrack_lsp.apis.index import CALL, members_key
-from adaptrack_lsp.apis.receivers import receiver_bindings
+from adaptrack_lsp.apis.receivers import assigned_attribute_names, receiver_bindings
 from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, gather_context
 from adaptrack_lsp.config import Settings
 
@@ -77,6 +77,9 @@ class CompletionRequest:
     #: module names beside the document (its folder's .py files and packages): what a
     #: script's ``import helper`` finds, though no environment lists it
     local_modules: frozenset[str] = frozenset()
+    #: attribute names the document assigns on objects (``server.wfile = f``): never
+    #: rejected on a typed receiver (`apis.receivers.assigned_attribute_names`)
+    assigned_attributes: frozenset[str] = frozenset()
     #: the API index paths the completion needs before decoding (`cursor_paths`)
     needed_paths: tuple[tuple[str, ...], ...] = ()
     #: the part of them that is the attribute chain at the cursor (`chain_paths`)
@@ -126,6 +129,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
+            assigned_attributes=assigned_attribute_names(text) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)

@@ -222,8 +222,11 @@ class ApiMonitor(Constrainer):
         index: APIIndex,
         roots: Mapping[str, tuple[str, ...]] | None = None,
         local_modules: frozenset[str] = frozenset(),
+        assigned_attributes: frozenset[str] = frozenset(),
     ):
         self.index = index
+        #: attribute names the document assigns on objects (members of every instance)
+        self.assigned_attributes = frozenset(assigned_attributes)
         #: top-level module names beside the document (a script's own modules)
         self.local_modules = frozenset(local_modules)
         self.source = getattr(index, "source", "") or type(index).__name__
@@ -284,7 +287,10 @@ class ApiMonitor(Constrainer):
                 self.lookup_errors += 1
                 log.warning("API index lookup of %s failed: %s", ".".join(path), error)
                 members = None
-            info = self._paths[path] = _PathInfo(members, self._module_edges.get(path, frozenset()))
+            extra = self._module_edges.get(path, frozenset())
+            if CALL in path:  # an instance: the document may give it attributes
+                extra = extra | self.assigned_attributes
+            info = self._paths[path] = _PathInfo(members, extra)
         return info
 
     def members(self, path: tuple[str, ...]) -> frozenset[str] | None:

@@ -90,6 +90,7 @@ def text_constraint(
     syntax: bool = False,
     suffix: str = "",
     local_modules: frozenset[str] = frozenset(),
+    assigned_attributes: frozenset[str] = frozenset(),
 ) -> TextConstraint:
     """The text-level constraint for one generation after `prefix` in `document`
     (`suffix`: the document after the cursor).
@@ -98,6 +99,8 @@ def text_constraint(
     U+FFFD), `ForcedPrefix(forced_prefix)` (token healing), `ApiMonitor(index)` with the
     document's import `roots` (learned from `document` when None),
     `local_modules` (names an import finds beside the document: never rejected),
+    `assigned_attributes` (names the document assigns on objects: never rejected on
+    a typed receiver),
     `KeywordArguments(keywords_index)` (keyword names in resolved calls are parameters
     of the signatures `keywords_index` gives; usually the same index or view),
     `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
@@ -123,7 +126,7 @@ def text_constraint(
 
         parts.append(KeywordChoice(keyword_choices))
     if index is not None:
-        parts.append(ApiMonitor(index, roots=roots, local_modules=local_modules))
+        parts.append(ApiMonitor(index, roots=roots, local_modules=local_modules, assigned_attributes=assigned_attributes))
     if keywords_index is not None:
         from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
 
