@@ -50,7 +50,7 @@ _OPEN1 = 4  # (_OPEN1, quote): one quote seen at a string start
 _OPEN2 = 5  # (_OPEN2, quote): two quotes seen (empty string or a triple-quote start)
 _STRING = 6  # (_STRING, quote, triple, escape_pending, closing_quotes_seen)
 _COMMENT = 7  # (_COMMENT,)
-_VALUE = 8  # (_VALUE, name, spaced): an attribute a data proxy serves (not a member): no call
+_VALUE = 8  # (_VALUE, name, spaced, path): an attribute the data proxy `path` serves: no call
 _LINE = 9  # (_LINE,): code at the start of a statement (only indentation so far)
 _STMT = 10  # (_STMT, word): the first word of a statement (``import``/``from`` start imports)
 _IMPORT = 11  # (_IMPORT, kind, module, partial, stage, paren, checked, pending): an import statement
@@ -555,7 +555,6 @@ class ApiMonitor(Constrainer):
         tensorflow 2.21.0 (…: pad, parallel_stack, …)" (when it stops at the first
         rejected character), "np.random.rand has no members"."""
         current = state
-        previous = None
         for position, char in enumerate(text):
             following, _violation = self.lex(current, char)
             if following is None:
@@ -565,13 +564,10 @@ class ApiMonitor(Constrainer):
                 if current[0] == _IMPORT:
                     return self._import_problem(current, char + (rest if is_identifier_char(char) else ""))
                 if current[0] == _VALUE:
-                    owner = previous[1] if previous is not None and previous[0] == _MEMBER else None
-                    return self._not_callable(owner, current[1])
+                    return self._not_callable(current[3], current[1])
                 if current[0] == _MEMBER:
                     return self._missing_member(current[1], current[2], char, rest)
                 break
-            if _inner(following)[0] != _inner(current)[0] or _inner(current)[0] != _VALUE:
-                previous = _inner(current)
             current = following
         return super().rejection(state, text)
 
@@ -595,9 +591,7 @@ class ApiMonitor(Constrainer):
             "" if module else " (not installed)" if under == "" else ""
         )
 
-    def _not_callable(self, path: tuple[str, ...] | None, name: str) -> str:
-        if path is None:
-            return f"{name} is not a method here: it can only be a data attribute"
+    def _not_callable(self, path: tuple[str, ...], name: str) -> str:
         try:
             version = self.index.packages().get(path[0], "")
         except Exception:  # noqa: BLE001
@@ -813,7 +807,7 @@ class ApiMonitor(Constrainer):
                         position = end
                         continue
                     if info.open_values:  # not a member: data (a column), any name
-                        state = (_VALUE, extended, False)
+                        state = (_VALUE, extended, False, path)
                         position = end
                         continue
                     if end > position + 1:  # find the first character that fails
@@ -826,7 +820,7 @@ class ApiMonitor(Constrainer):
                     state = (_AFTER, path + (partial,))
                     continue
                 elif info.open_values and partial:
-                    state = (_VALUE, partial, False)
+                    state = (_VALUE, partial, False, path)
                     continue
                 # violation
                 if not lenient:
@@ -835,14 +829,14 @@ class ApiMonitor(Constrainer):
                     violation = position
                 state = (_CODE, partial, True)
                 continue
-            if mode == _VALUE:  # (_VALUE, name, spaced): a data attribute, not callable
+            if mode == _VALUE:  # (_VALUE, name, spaced, path): a data attribute, not callable
                 if not state[2] and is_identifier_char(char):
                     end = _WORD_RUN(text, position).end()
-                    state = (_VALUE, state[1] + text[position:end], False)
+                    state = (_VALUE, state[1] + text[position:end], False, state[3])
                     position = end
                     continue
                 if char in _INLINE_SPACE:
-                    state = (_VALUE, state[1], True)
+                    state = (_VALUE, state[1], True, state[3])
                     position += 1
                     continue
                 if char == "(":
