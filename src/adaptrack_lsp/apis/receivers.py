@@ -197,6 +197,9 @@ def _encloses(source: bytes, node, byte_offset: int) -> bool:
         return False
     if byte_offset <= node.end_byte:
         return True
+    following = node.next_named_sibling
+    if following is not None and following.start_byte < byte_offset and following.type != "ERROR":
+        return False  # another statement of the same block starts between it and the cursor
     body = node.child_by_field_name("body")
     if body is not None and body.named_child_count == 0 and not source[node.end_byte : byte_offset].strip():
         return True  # a header whose body is still to be written: the cursor begins it
@@ -371,20 +374,72 @@ class _Resolver:
         return None
 
 
-def receiver_bindings(document: str, offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+_TREES: dict[str, tuple[bytes, object]] = {}
+_TREES_SIZE = 4
+
+
+def parsed(source: bytes, key: str = ""):
+    """The tree-sitter tree of `source`; with a `key` (a document's URI) the previous
+    tree of that document is reused for what did not change (one edit between the first
+    and the last differing byte), so typing re-parses a line, not the file."""
+    parser = _parser()
+    previous = _TREES.get(key) if key else None
+    tree = None
+    if previous is not None:
+        old, old_tree = previous
+        if old == source:
+            return old_tree
+        start = _common_prefix(old, source)
+        tail = _common_prefix(old[start:][::-1], source[start:][::-1])
+        old_end, new_end = len(old) - tail, len(source) - tail
+        old_tree.edit(
+            start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+            start_point=_point(old, start), old_end_point=_point(old, old_end), new_end_point=_point(source, new_end),
+        )
+        tree = parser.parse(source, old_tree)
+    if tree is None:
+        tree = parser.parse(source)
+    if key:
+        _TREES.pop(key, None)
+        if len(_TREES) >= _TREES_SIZE:
+            _TREES.pop(next(iter(_TREES)))
+        _TREES[key] = (source, tree)
+    return tree
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the common prefix of `a` and `b` (halving slices: C-speed compares)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _point(source: bytes, byte: int) -> tuple[int, int]:
+    row = source.count(b"\n", 0, byte)
+    return row, byte - (source.rfind(b"\n", 0, byte) + 1)
+
+
+def receiver_bindings(
+    document: str, offset: int, roots: Mapping[str, tuple[str, ...]], key: str = ""
+) -> dict[str, tuple[str, ...]]:
     """Name -> typed path (ending in `CALL`) for the names visible at `offset` whose type
     the document states (see the module docstring); never raises (a document that
-    cannot be read binds none)."""
+    cannot be read binds none).  `key`: the document's URI (its parse is reused)."""
     if not document or not roots:
         return {}
     try:
         byte_offset = len(document[:offset].encode("utf-8", "surrogatepass"))
-        key = (document, byte_offset, tuple(sorted(roots.items())))
-        cached = _CACHE.get(key)
+        remembered = (document, byte_offset, tuple(sorted(roots.items())))
+        cached = _CACHE.get(remembered)
         if cached is not None:
             return dict(cached)
         source = document.encode("utf-8", "surrogatepass")
-        tree = _parser().parse(source)
+        tree = parsed(source, key)
         scopes = _scopes(tree, source, byte_offset)
         resolver = _Resolver(scopes, roots)
         names = set().union(*(scope.bindings for scope in scopes))
@@ -397,7 +452,7 @@ def receiver_bindings(document: str, offset: int, roots: Mapping[str, tuple[str,
                 found[name] = path
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = found
+        _CACHE[remembered] = found
         return dict(found)
     except Exception:  # noqa: BLE001 - an unreadable document binds nothing
         log.debug("could not read the document's typed names", exc_info=True)
@@ -405,12 +460,15 @@ def receiver_bindings(document: str, offset: int, roots: Mapping[str, tuple[str,
 
 
 _ASSIGNED_CACHE: dict[str, frozenset[str]] = {}
+_ASSIGNED_QUERY = None
 
 
-def assigned_attribute_names(document: str) -> frozenset[str]:
+def assigned_attribute_names(document: str, key: str = "") -> frozenset[str]:
     """The attribute names the document assigns on any object (``server.wfile = f``,
-    ``self.count += 1``, ``setattr(obj, "name", v)``): an object of a library class may
-    get them at run time, so they are never rejected on a typed receiver."""
+    ``self.count += 1``, ``a.x, b.y = ...``, ``setattr(obj, "name", v)``): an object of a
+    library class may get them at run time, so they are never rejected on a typed
+    receiver."""
+    global _ASSIGNED_QUERY
     if not document:
         return frozenset()
     cached = _ASSIGNED_CACHE.get(document)
@@ -418,30 +476,24 @@ def assigned_attribute_names(document: str) -> frozenset[str]:
         return cached
     names: set[str] = set()
     try:
-        tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
-        stack = [tree.root_node]
-        while stack:
-            node = stack.pop()
-            kind = node.type
-            if kind in ("assignment", "augmented_assignment"):
-                target = node.child_by_field_name("left")
-                targets = [target] if target is not None else []
-                while targets:
-                    item = targets.pop()
-                    if item.type == "attribute":
-                        attribute = item.child_by_field_name("attribute")
-                        if attribute is not None:
-                            names.add(_text(attribute))
-                    elif item.type in ("pattern_list", "tuple_pattern", "list_pattern", "tuple", "list", "parenthesized_expression"):
-                        targets.extend(item.named_children)
-            elif kind == "call":
-                function = node.child_by_field_name("function")
-                arguments = node.child_by_field_name("arguments")
-                if function is not None and _text(function) == "setattr" and arguments is not None and arguments.named_child_count >= 2:
-                    key = arguments.named_children[1]
-                    if key.type == "string":
-                        names.add(_text(key).strip("'\"rbuRBU"))
-            stack.extend(node.children)
+        from tree_sitter import Query, QueryCursor
+
+        if _ASSIGNED_QUERY is None:
+            _ASSIGNED_QUERY = Query(
+                _parser().language,
+                """
+                (assignment left: (attribute attribute: (identifier) @name))
+                (augmented_assignment left: (attribute attribute: (identifier) @name))
+                (pattern_list (attribute attribute: (identifier) @name))
+                (tuple_pattern (attribute attribute: (identifier) @name))
+                (call function: (identifier) @function arguments: (argument_list . (_) . (string) @key))
+                """,
+            )
+        tree = parsed(document.encode("utf-8", "surrogatepass"), key)
+        captures = QueryCursor(_ASSIGNED_QUERY).captures(tree.root_node)
+        names.update(_text(node) for node in captures.get("name", []))
+        if any(_text(node) == "setattr" for node in captures.get("function", [])):
+            names.update(_text(node).strip("'\"rbuRBU") for node in captures.get("key", []))
     except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
         log.debug("could not read the document's attribute assignments", exc_info=True)
     found = frozenset(name for name in names if name.isidentifier())

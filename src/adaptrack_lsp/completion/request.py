@@ -109,7 +109,7 @@ class CompletionRequest:
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
         roots = document_roots(text)
         line_prefix = text[line_start:offset]
-        receivers = receiver_bindings(text, offset, roots)
+        receivers = receiver_bindings(text, offset, roots, key=document)
         settings = settings or Settings()
         context = None
         if sources is not None and settings.context_tokens != 0:
@@ -129,7 +129,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=assigned_attribute_names(text) if receivers else frozenset(),
+            assigned_attributes=assigned_attribute_names(text, key=document) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
