@@ -93,6 +93,22 @@ log = logging.getLogger(__name__)
 #: (two environments looked up at once raised KeyError inside jedi)
 _JEDI_LOCK = threading.Lock()
 
+#: modules parso may keep between look-ups (its own collection, mid-inference, is off)
+PARSO_CACHE_LIMIT = 3000
+
+
+def _between_lookups() -> None:
+    """Keep parso's module cache bounded at a point where no inference runs (see
+    `JediIndex._answer_key`)."""
+    try:
+        import parso.cache as parso_cache
+    except ImportError:  # pragma: no cover - jedi depends on parso
+        return
+    parso_cache._CACHED_SIZE_TRIGGER = 10**9  # no collection in the middle of an inference
+    if sum(len(modules) for modules in parso_cache.parser_cache.values()) > PARSO_CACHE_LIMIT:
+        parso_cache.parser_cache.clear()
+
+
 #: seconds before a path whose lookup failed (timeout, crash) is tried again
 RETRY_FAILED_AFTER_S = 30.0
 
@@ -570,10 +586,14 @@ class JediIndex(APIIndex):
         return future
 
     def _answer_key(self, key: tuple[str, ...], kind: str):
-        """(answer, definitive) for `key`, asked once more when jedi loses a parsed module
-        mid-inference: parso drops cached modules unused for ten minutes once more than
-        600 are cached, and jedi then raises KeyError(path) for one it still needs (long
-        processes, many environments); the second try parses it again."""
+        """(answer, definitive) for `key`.  parso collects its module cache *during* an
+        inference once it holds 600 modules, dropping those it thinks unused for ten
+        minutes; a module loaded from parso's disk cache keeps the time it was first
+        parsed, so it can be dropped right after jedi loaded it, and jedi then raises
+        KeyError(path) (long processes, many environments).  Here parso never collects
+        mid-inference; its cache is emptied between look-ups once it is large
+        (`_between_lookups`), and a KeyError still gets one more try."""
+        _between_lookups()
         for attempt in (1, 2):
             try:
                 if kind == "signature":
