@@ -4,6 +4,7 @@ whose instances take any attribute say so with the "*" entry."""
 
 from __future__ import annotations
 
+import abc
 import argparse
 import collections
 import concurrent.futures
@@ -44,6 +45,39 @@ class _Dynamic:
             setattr(self, key, value)
 
 
+def _fill(target, value):
+    target.filled = value
+
+
+class _FilledElsewhere:
+    """Attributes set by a module function it is handed to, and on an instance a
+    classmethod makes (the shape of `Vocabulary.from_strings`)."""
+
+    def __init__(self, callback=None):
+        _fill(self, 1)
+        if callback is not None:
+            callback(self)  # a callback: reads it
+
+    @classmethod
+    def named(cls, names):
+        made = cls()
+        made.names = list(names)
+        return made
+
+
+class _Base(abc.ABC):
+    @abc.abstractmethod
+    def run(self): ...
+
+
+class _Concrete(_Base):
+    def __init__(self):
+        self.model = object()
+
+    def run(self):
+        return self.model
+
+
 INSTANCES = [
     lambda: np.zeros(3),
     lambda: np.zeros((2, 2)).view(np.matrix),
@@ -55,6 +89,7 @@ INSTANCES = [
     lambda: concurrent.futures.ThreadPoolExecutor(1),
     lambda: _Point(1),
     lambda: _Fitted().fit(),
+    lambda: _FilledElsewhere.named(["a"]),
 ]
 
 
@@ -121,3 +156,18 @@ def test_the_result_class_agrees_with_calling_the_function(function, expected):
 def test_a_method_signature_through_an_instance_drops_self_for_c_and_python_methods():
     assert worker.handle({"id": 1, "op": "signature", "path": ["numpy", "ndarray", "()", "sum"]})["signature"][0] == "axis"
     assert worker.handle({"id": 2, "op": "signature", "path": ["json", "JSONDecoder", "()", "decode"]})["signature"] == ["s", "_w"]
+
+
+def test_attributes_set_outside_the_class_body_are_seen():
+    """Found in NumPy's and this project's tests: `np.finfo(x).eps` (set by a C function
+    the class hands itself to), `Vocabulary.from_strings(...).names` (set on the instance
+    a classmethod makes), an abstract return type whose objects are subclasses."""
+    assert hasattr(np.finfo(np.float64), "eps") and "eps" not in dir(np.finfo)
+    assert worker.instance_members(np.finfo)[worker.ANY_ATTRIBUTE] == ("any", False)
+    filled = worker.instance_members(_FilledElsewhere)
+    assert {"filled", "names"} <= set(filled) and worker.ANY_ATTRIBUTE not in filled  # a callback sets nothing
+    assert worker.instance_members(_Base)[worker.ANY_ATTRIBUTE] == ("any", False)
+    concrete = worker.instance_members(_Concrete)
+    assert "model" in concrete and worker.ANY_ATTRIBUTE not in concrete
+    for closed in (np.iinfo, json.JSONDecoder, argparse.ArgumentParser):  # still checked
+        assert worker.ANY_ATTRIBUTE not in worker.instance_members(closed), closed

@@ -270,40 +270,129 @@ def _is_owner_dict(node, owner) -> bool:
     )
 
 
-def _self_attributes(node):
-    """(names assigned as ``self.NAME`` in the methods of class `node`, whether some
-    attribute is set dynamically: ``setattr(self, <not a literal>, ...)``, or the
-    instance ``__dict__`` written through ``update``/``setdefault``/item assignment)."""
+#: callables that read an object handed to them and never set its attributes
+_READ_ONLY_CALLS = frozenset(
+    "isinstance issubclass len repr str id type hash hasattr getattr super vars iter next "
+    "bool int float print format sorted list tuple dict set frozenset callable dir enumerate "
+    "zip map filter reversed min max sum any all abs round divmod pow".split()
+)
+#: a call that makes an instance of the class inside its own methods: ``cls(...)``,
+#: ``type(self)(...)``, ``object.__new__(cls)``, ``self.__class__(...)`` (or the class's
+#: own name, matched apart)
+_NEW_INSTANCE = re.compile(r"^(cls|type\(\w+\)|[\w.]*__new__|\w+\.__class__)$")
+
+
+def _owner_writes(function, owner, scope, depth=0):
+    """(names `function` assigns as ``owner.NAME``, whether it may set other attributes
+    of `owner`): ``setattr(owner, <not a literal>, ...)``, its ``__dict__`` written
+    through ``update``/``setdefault``/item assignment, or `owner` handed to a function
+    that may set attributes (see `_handed_to`)."""
     names = set()
     dynamic = False
-    for method in node.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
-            continue
-        owner = method.args.args[0].arg
-        for inner in ast.walk(method):
-            targets = []
-            if isinstance(inner, ast.Assign):
-                targets = inner.targets
-            elif isinstance(inner, (ast.AnnAssign, ast.AugAssign)):
-                targets = [inner.target]
-            elif isinstance(inner, ast.Call):
-                func = inner.func
-                if isinstance(func, ast.Name) and func.id == "setattr" and inner.args:
-                    first = inner.args[0]
-                    if isinstance(first, ast.Name) and first.id == owner:
-                        key = inner.args[1] if len(inner.args) > 1 else None
-                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                            names.add(key.value)
-                        else:
-                            dynamic = True
-                elif isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault") and _is_owner_dict(func.value, owner):
-                    dynamic = True
-            for target in targets:
-                for leaf in ast.walk(target):
-                    if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == owner:
-                        names.add(leaf.attr)
-                    elif isinstance(leaf, ast.Subscript) and _is_owner_dict(leaf.value, owner):
+    for inner in ast.walk(function):
+        targets = []
+        if isinstance(inner, ast.Assign):
+            targets = inner.targets
+        elif isinstance(inner, (ast.AnnAssign, ast.AugAssign)):
+            targets = [inner.target]
+        elif isinstance(inner, ast.Call):
+            func = inner.func
+            if isinstance(func, ast.Name) and func.id == "setattr" and inner.args:
+                first = inner.args[0]
+                if isinstance(first, ast.Name) and first.id == owner:
+                    key = inner.args[1] if len(inner.args) > 1 else None
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        names.add(key.value)
+                    else:
                         dynamic = True
+            elif isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault") and _is_owner_dict(func.value, owner):
+                dynamic = True
+            elif isinstance(func, ast.Name) and func.id not in _READ_ONLY_CALLS:
+                handed = [i for i, arg in enumerate(inner.args) if isinstance(arg, ast.Name) and arg.id == owner]
+                handed_by_name = [k.arg for k in inner.keywords if isinstance(k.value, ast.Name) and k.value.id == owner and k.arg]
+                if handed or handed_by_name:
+                    found, sets = _handed_to(func.id, handed, handed_by_name, scope, depth)
+                    names |= found
+                    dynamic = dynamic or sets
+        for target in targets:
+            for leaf in ast.walk(target):
+                if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == owner:
+                    names.add(leaf.attr)
+                elif isinstance(leaf, ast.Subscript) and _is_owner_dict(leaf.value, owner):
+                    dynamic = True
+    return names, dynamic
+
+
+def _handed_to(name, positions, keywords, scope, depth):
+    """What the function `name` of `scope` (a module's globals) may set on an object it
+    is handed at `positions` / as `keywords`: a Python function is read from its source
+    (one level deep); a C function may set any attribute (NumPy's
+    ``finfo`` gets its constants so); a class builds its own object, and a name that is
+    not the module's (a parameter, a local) is a callback: nothing set."""
+    value = (scope or {}).get(name)
+    if inspect.isbuiltin(value):
+        return set(), True
+    if not inspect.isfunction(value) or depth >= 1:
+        return set(), False
+    node = _function_node(value)
+    if node is None:
+        return set(), True
+    parameters = [a.arg for a in node.args.posonlyargs + node.args.args]
+    owners = {parameters[i] for i in positions if i < len(parameters)}
+    owners |= {k for k in keywords if k in parameters or k in [a.arg for a in node.args.kwonlyargs]}
+    if len(owners) < len(positions) + len(keywords):  # *args / **kwargs take it
+        return set(), True
+    names, dynamic = set(), False
+    for owner in owners:
+        found, sets = _owner_writes(node, owner, getattr(value, "__globals__", None), depth + 1)
+        names |= found
+        dynamic = dynamic or sets
+    return names, dynamic
+
+
+def _function_node(function):
+    """The ``def`` of a module-level Python function in its source file, or None."""
+    code = getattr(function, "__code__", None)
+    if code is None or "." in getattr(function, "__qualname__", "."):
+        return None
+    tree = _parsed_file(code.co_filename)
+    if tree is None:
+        return None
+    return next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function.__name__), None)
+
+
+def _class_scope(cls):
+    """The globals of the module that defines `cls` (its methods' ``__globals__``: NumPy
+    sets ``__module__`` to ``numpy`` on classes defined elsewhere)."""
+    for value in vars(cls).values():
+        function = getattr(value, "__func__", value)
+        function = getattr(function, "fget", function)
+        scope = getattr(function, "__globals__", None)
+        if scope is not None and getattr(function, "__qualname__", "").startswith(cls.__qualname__ + "."):
+            return scope
+    return getattr(sys.modules.get(cls.__module__), "__dict__", None)
+
+
+def _self_attributes(node, scope=None):
+    """(names assigned as ``self.NAME`` in the methods of class `node` (`scope`: its
+    module's globals), or on an instance a method makes (``new = cls(...)``;
+    ``new.NAME = ...``), whether some attribute is set dynamically: see `_owner_writes`)."""
+    names = set()
+    dynamic = False
+
+    for method in node.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        owners = [method.args.args[0].arg] if method.args.args else []
+        for inner in ast.walk(method):
+            if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name):
+                made = ast.unparse(inner.value.func)
+                if made == node.name or _NEW_INSTANCE.match(made):
+                    owners.append(inner.targets[0].id)
+        for owner in owners:
+            found, sets = _owner_writes(method, owner, scope)
+            names |= found
+            dynamic = dynamic or sets
     return names, dynamic
 
 
@@ -328,6 +417,8 @@ def instance_members(cls) -> dict:
     """
     members = public_members(cls, private=True, placeholders=True)
     dynamic = None
+    if inspect.isabstract(cls) or getattr(cls, "_is_protocol", False):
+        dynamic = "any"  # no instance is of this class itself: a subclass has more
     for klass in cls.__mro__:
         if klass is object:
             continue
@@ -353,7 +444,7 @@ def instance_members(cls) -> dict:
             if getattr(klass, "__dictoffset__", 0):
                 dynamic = "any"  # instances keep a __dict__ that no source we can read fills (modules, functions)
             continue
-        names, sets_dynamically = _self_attributes(node)
+        names, sets_dynamically = _self_attributes(node, _class_scope(klass))
         if sets_dynamically and not proxy:
             dynamic = "any"
         for name in names:
