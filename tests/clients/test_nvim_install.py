@@ -116,6 +116,9 @@ def test_the_documented_lazy_spec_loads_and_gives_ghost_text(tmp_path, editor, b
         nvim.input("GA.")
         shown = wait_until(lambda: nvim.exec_lua("return require('adaptrack').ghost_text()"), 300, "ghost text", interval=0.2)
         assert shown.strip()
+        # ghost text comes before the index of numpy is complete (cold cache): health is
+        # read once the server is ready again
+        wait_until(lambda: nvim.exec_lua("return require('adaptrack').status() == 'ready'"), 300, "the index of numpy", interval=0.5)
         report = checkhealth(nvim)
         print(report)
         assert "adaptrack-lsp serve (from the adaptrack-lsp command on PATH)" in report
