@@ -84,6 +84,7 @@ from adaptrack_lsp.apis.index_cache import (
     stamps_match,
 )
 from adaptrack_lsp.apis.introspect_worker import function_node_only_raises
+from adaptrack_lsp.apis.parso_disk_cache import make_crash_safe
 from adaptrack_lsp.config import cache_root as default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def _between_lookups() -> None:
         import parso.cache as parso_cache
     except ImportError:  # pragma: no cover - jedi depends on parso
         return
+    make_crash_safe()  # a cache file a killed process left half written is a miss, not an error
     parso_cache._CACHED_SIZE_TRIGGER = 10**9  # no collection in the middle of an inference
     if sum(len(modules) for modules in parso_cache.parser_cache.values()) > PARSO_CACHE_LIMIT:
         parso_cache.parser_cache.clear()

@@ -1,0 +1,107 @@
+"""parso's disk cache after a process was killed while writing it: a truncated pickle is
+a miss, not an error, and a save that fails half-way leaves the previous file whole."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jedi
+import parso
+import parso.cache as parso_cache
+
+from adaptrack_lsp.apis.index import path_exists
+from adaptrack_lsp.apis.parso_disk_cache import make_crash_safe
+
+from api_index_support import venv_index
+
+
+def _cache_files(cache_dir: Path) -> list[Path]:
+    return sorted(path for path in cache_dir.rglob("*.pkl") if not path.name.startswith(".partial-"))
+
+
+def test_plain_parso_fails_on_a_truncated_cache_file(tmp_path):
+    """The failure being guarded against, in a process where nothing is installed."""
+    source = tmp_path / "module.py"
+    source.write_text("def f():\n    return 1\n")
+    script = textwrap.dedent(
+        f"""
+        import gc, pathlib, parso, parso.cache as cache
+        source, cache_dir = pathlib.Path({str(source)!r}), pathlib.Path({str(tmp_path / 'cache')!r})
+        parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
+        for pickled in cache_dir.rglob('*.pkl'):
+            pickled.write_bytes(pickled.read_bytes()[:7])
+        cache.parser_cache.clear()
+        parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and ("EOFError" in run.stderr or "UnpicklingError" in run.stderr), run.stderr
+
+
+def test_truncated_cache_file_is_parsed_again_and_rewritten(tmp_path, monkeypatch):
+    assert make_crash_safe()
+    source = tmp_path / "module.py"
+    source.write_text("def f():\n    return 1\n")
+    cache_dir = tmp_path / "cache"
+    parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
+    parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
+    [pickled] = _cache_files(cache_dir)
+    pickled.write_bytes(pickled.read_bytes()[:7])
+    parso_cache.parser_cache.clear()
+
+    module = parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
+
+    assert module.children[0].name.value == "f"
+    with pickled.open("rb") as file:  # written whole again
+        assert pickle.load(file).node.children[0].name.value == "f"
+
+
+class _FailsHalfWay:
+    def __reduce__(self):
+        raise RuntimeError("killed while pickling")
+
+
+def test_a_save_that_fails_half_way_leaves_the_previous_file_whole(tmp_path, monkeypatch):
+    assert make_crash_safe()
+    source = tmp_path / "module.py"
+    source.write_text("x = 1\n")
+    cache_dir = tmp_path / "cache"
+    parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
+    parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
+    [pickled] = _cache_files(cache_dir)
+    before = pickled.read_bytes()
+    hashed = parso.load_grammar()._hashed
+
+    try:
+        parso_cache._save_to_file_system(hashed, source, ["a large item", _FailsHalfWay()], cache_path=cache_dir)
+    except RuntimeError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("the failing pickle did not raise")
+
+    assert pickled.read_bytes() == before
+    assert [path.name for path in cache_dir.rglob(".partial-*")] == []
+
+
+def test_index_answers_through_a_truncated_jedi_cache(tmp_path, monkeypatch):
+    """The whole path: jedi's disk cache broken under the index, the index still answers."""
+    jedi_cache = tmp_path / "jedi"
+    monkeypatch.setattr(jedi.settings, "cache_directory", str(jedi_cache))
+    parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
+    first = venv_index(runtime_introspection=False)
+    assert path_exists(first, ("json", "dumps")) is True
+    broken = _cache_files(jedi_cache)
+    assert broken, "jedi wrote no cache files"
+    for pickled in broken:
+        pickled.write_bytes(b"")
+    parso_cache.parser_cache.clear()
+
+    second = venv_index(runtime_introspection=False)
+
+    assert path_exists(second, ("json", "encoder", "JSONEncoder")) is True
+    assert path_exists(second, ("json", "encoder", "no_such_class")) is False
+    assert any(path.stat().st_size > 0 for path in _cache_files(jedi_cache)), "nothing was parsed again"
