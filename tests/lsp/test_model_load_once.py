@@ -11,7 +11,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import SERVER_COMMAND, make_client, server_env
+from lsp_support import SERVER_COMMAND, RawClient, encode, make_client, server_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -66,3 +66,32 @@ async def test_configuration_changing_the_model_loads_once_more_and_reports_read
     assert len(load_progress(client)) <= 2
     assert [state for state, _ in client.statuses].count("ready") == 1
     assert client.statuses[-1][0] == "ready"
+
+
+def test_initialized_and_configuration_in_one_read_start_one_load():
+    """`initialized` and a configuration with the same model fields arriving in one read
+    (the race a client sending both at once creates every time): one load, one "ready"."""
+    raw = RawClient(env=server_env())
+    try:
+        raw.request(
+            "initialize",
+            {"processId": None, "rootUri": None, "capabilities": {"window": {"workDoneProgress": True}},
+             "initializationOptions": SETTINGS},
+        )
+        changed = {"adaptrack": {**SETTINGS, "temperature": 0.5, "maxNewTokens": 5}}
+        raw.write(
+            encode({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+            + encode({"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", "params": {"settings": changed}})
+        )
+        assert raw.wait_status()["state"] == "ready"
+        time.sleep(2.0)  # a second load would have begun by now
+        statuses = [m["params"]["state"] for m in list(raw.notification_log) if m.get("method") == "adaptrack/status"]
+        begins = [
+            m for m in list(raw.notification_log)
+            if m.get("method") == "$/progress" and m["params"]["value"].get("kind") == "begin"
+            and m["params"]["value"].get("title") == "adaptrack: loading model"
+        ]
+        assert len(begins) == 1, begins
+        assert statuses.count("loading") == 1 and statuses.count("ready") == 1, statuses
+    finally:
+        raw.close()

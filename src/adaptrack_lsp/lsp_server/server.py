@@ -605,14 +605,17 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             ls.pending_problems.append(f"initialization problem: {error}")
 
     @server.feature(types.INITIALIZED)
-    async def initialized(ls: AdaptrackServer, params: types.InitializedParams) -> None:
+    def initialized(ls: AdaptrackServer, params: types.InitializedParams) -> None:
+        # synchronous: the first load is recorded before the next message is read, so a
+        # configuration sent right after `initialized` (as Neovim does) finds the same
+        # model fields already loading and starts no second load
         ls.loop = asyncio.get_running_loop()
         try:
             ls.report_problems(ls.pending_problems)
             ls.pending_problems.clear()
             if ls.service is None:
                 ls.service = ls.attach(ls.service_factory(ls.settings))
-            await ls.start_model_load()
+            ls.background(ls.start_model_load(ls.service.begin_load()))
             ls.report_environment()
         except Exception as error:
             logger.exception("starting the model load failed")
