@@ -222,17 +222,10 @@ def _class_node(cls):
     """The ``ast.ClassDef`` of `cls` in the file its methods were compiled from (not
     ``cls.__module__``, which decorators such as NumPy's ``set_module`` rewrite), or
     None where there is no Python source."""
-    filename = None
-    for value in vars(cls).values():
-        function = getattr(value, "__func__", value)
-        function = getattr(function, "fget", function)
-        code = getattr(function, "__code__", None)
-        if code is not None and getattr(function, "__qualname__", "").startswith(cls.__qualname__ + "."):
-            filename = code.co_filename
-            break
-    if filename is None:
+    method = _own_method(cls)
+    if method is None:
         return None
-    tree = _parsed_file(filename)
+    tree = _parsed_file(method.__code__.co_filename)
     if tree is None:
         return None
     nodes = tree.body
@@ -270,12 +263,6 @@ def _is_owner_dict(node, owner) -> bool:
     )
 
 
-#: callables that read an object handed to them and never set its attributes
-_READ_ONLY_CALLS = frozenset(
-    "isinstance issubclass len repr str id type hash hasattr getattr super vars iter next "
-    "bool int float print format sorted list tuple dict set frozenset callable dir enumerate "
-    "zip map filter reversed min max sum any all abs round divmod pow".split()
-)
 #: a call that makes an instance of the class inside its own methods: ``cls(...)``,
 #: ``type(self)(...)``, ``object.__new__(cls)``, ``self.__class__(...)`` (or the class's
 #: own name, matched apart)
@@ -307,7 +294,7 @@ def _owner_writes(function, owner, scope, depth=0):
                         dynamic = True
             elif isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault") and _is_owner_dict(func.value, owner):
                 dynamic = True
-            elif isinstance(func, ast.Name) and func.id not in _READ_ONLY_CALLS:
+            elif isinstance(func, ast.Name):  # builtins are not in `scope`: nothing set
                 handed = [i for i, arg in enumerate(inner.args) if isinstance(arg, ast.Name) and arg.id == owner]
                 handed_by_name = [k.arg for k in inner.keywords if isinstance(k.value, ast.Name) and k.value.id == owner and k.arg]
                 if handed or handed_by_name:
@@ -364,13 +351,21 @@ def _function_node(function):
 def _class_scope(cls):
     """The globals of the module that defines `cls` (its methods' ``__globals__``: NumPy
     sets ``__module__`` to ``numpy`` on classes defined elsewhere)."""
+    method = _own_method(cls)
+    if method is not None:
+        return method.__globals__
+    return getattr(sys.modules.get(cls.__module__), "__dict__", None)
+
+
+def _own_method(cls):
+    """The first Python function defined in the body of `cls` itself (a method, class or
+    static method, or a property's getter), or None."""
     for value in vars(cls).values():
         function = getattr(value, "__func__", value)
         function = getattr(function, "fget", function)
-        scope = getattr(function, "__globals__", None)
-        if scope is not None and getattr(function, "__qualname__", "").startswith(cls.__qualname__ + "."):
-            return scope
-    return getattr(sys.modules.get(cls.__module__), "__dict__", None)
+        if inspect.isfunction(function) and function.__qualname__.startswith(cls.__qualname__ + "."):
+            return function
+    return None
 
 
 def _self_attributes(node, scope=None):
