@@ -13,7 +13,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lsp_support import SERVER_COMMAND, RawClient, encode, make_client, server_env
 
-pytestmark = pytest.mark.asyncio(loop_scope="function")
+ASYNC = pytest.mark.asyncio(loop_scope="function")
 
 SETTINGS = {"model": "tiny", "maxNewTokens": 4, "numSamples": 2, "timeoutMs": 60000, "apiSnapshot": None}
 
@@ -52,6 +52,7 @@ def load_progress(client: LanguageClient) -> list:
     ]
 
 
+@ASYNC
 async def test_configuration_without_model_changes_starts_no_second_load(client: LanguageClient):
     await start_then_configure(client, temperature=0.5, maxNewTokens=5)
     await settle(client)
@@ -60,6 +61,7 @@ async def test_configuration_without_model_changes_starts_no_second_load(client:
     assert [state for state, _ in client.statuses].count("ready") == 1
 
 
+@ASYNC
 async def test_configuration_changing_the_model_loads_once_more_and_reports_ready_once(client: LanguageClient):
     await start_then_configure(client, dtype="float32")
     await settle(client)
