@@ -23,6 +23,18 @@ def _cache_files(cache_dir: Path) -> list[Path]:
     return sorted(path for path in cache_dir.rglob("*.pkl") if not path.name.startswith(".partial-"))
 
 
+def _parsed_once(tmp_path: Path, text: str) -> tuple[Path, Path, Path]:
+    """(source, cache folder, its one cache file) after parsing `text` with the disk cache."""
+    assert make_crash_safe()
+    source = tmp_path / "module.py"
+    source.write_text(text)
+    cache_dir = tmp_path / "cache"
+    parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
+    parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
+    [pickled] = _cache_files(cache_dir)
+    return source, cache_dir, pickled
+
+
 def test_plain_parso_fails_on_a_truncated_cache_file(tmp_path):
     """The failure being guarded against, in a process where nothing is installed."""
     source = tmp_path / "module.py"
@@ -42,14 +54,8 @@ def test_plain_parso_fails_on_a_truncated_cache_file(tmp_path):
     assert run.returncode != 0 and ("EOFError" in run.stderr or "UnpicklingError" in run.stderr), run.stderr
 
 
-def test_truncated_cache_file_is_parsed_again_and_rewritten(tmp_path, monkeypatch):
-    assert make_crash_safe()
-    source = tmp_path / "module.py"
-    source.write_text("def f():\n    return 1\n")
-    cache_dir = tmp_path / "cache"
-    parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
-    parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
-    [pickled] = _cache_files(cache_dir)
+def test_truncated_cache_file_is_parsed_again_and_rewritten(tmp_path):
+    source, cache_dir, pickled = _parsed_once(tmp_path, "def f():\n    return 1\n")
     pickled.write_bytes(pickled.read_bytes()[:7])
     parso_cache.parser_cache.clear()
 
@@ -65,14 +71,8 @@ class _FailsHalfWay:
         raise RuntimeError("killed while pickling")
 
 
-def test_a_save_that_fails_half_way_leaves_the_previous_file_whole(tmp_path, monkeypatch):
-    assert make_crash_safe()
-    source = tmp_path / "module.py"
-    source.write_text("x = 1\n")
-    cache_dir = tmp_path / "cache"
-    parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
-    parso.load_grammar().parse(path=source, cache=True, cache_path=cache_dir)
-    [pickled] = _cache_files(cache_dir)
+def test_a_save_that_fails_half_way_leaves_the_previous_file_whole(tmp_path):
+    source, cache_dir, pickled = _parsed_once(tmp_path, "x = 1\n")
     before = pickled.read_bytes()
     hashed = parso.load_grammar()._hashed
 
