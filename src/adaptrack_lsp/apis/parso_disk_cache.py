@@ -35,7 +35,7 @@ def make_crash_safe() -> bool:
     original_load = getattr(parso_cache, "_load_from_file_system", None)
     hashed_path = getattr(parso_cache, "_get_hashed_path", None)
     if original_load is None or hashed_path is None or not hasattr(parso_cache, "_save_to_file_system"):
-        log.debug("parso %s has no _load_from_file_system/_save_to_file_system; its disk cache is used as it is", getattr(parso_cache, "__name__", "?"))
+        log.debug("this parso has no _load_from_file_system/_save_to_file_system; its disk cache is used as it is")
         return False
 
     def save_whole_file(hashed_grammar, path, item, cache_path=None):
@@ -55,7 +55,7 @@ def make_crash_safe() -> bool:
     def load_or_forget(hashed_grammar, path, p_time, cache_path=None):
         try:
             return original_load(hashed_grammar, path, p_time, cache_path=cache_path)
-        except (MemoryError, RecursionError, KeyboardInterrupt):
+        except (MemoryError, RecursionError):
             raise
         except Exception as error:  # any unreadable pickle is a cache miss
             target = hashed_path(hashed_grammar, path, cache_path=cache_path)

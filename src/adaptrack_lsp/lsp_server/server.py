@@ -311,14 +311,13 @@ class AdaptrackServer(LanguageServer):
             self.show_message(f"adaptrack: {problem}", types.MessageType.Warning)
 
     # -- model loading ------------------------------------------------------------------------
-    async def start_model_load(self, ticket: int | None = None) -> None:
+    async def start_model_load(self, ticket: int) -> None:
         """Load the model in the background with `$/progress` and `adaptrack/status`;
-        `ticket`: from `service.begin_load()` when the caller already recorded the load."""
+        `ticket`: from `service.begin_load()`, which the caller runs before scheduling
+        this (a configuration read meanwhile then sees the load)."""
         service = self.service
         if service is None:
             return
-        if ticket is None:
-            ticket = service.begin_load()  # before any await: a configuration arriving now sees the load
         # before any await too: a request answered while the client creates the progress
         # token is not a silent empty answer
         self.send_status("loading", f"loading {self.settings.model}")
