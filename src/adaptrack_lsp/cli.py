@@ -15,7 +15,7 @@ import sys
 
 from adaptrack_lsp import __version__
 
-SUBCOMMANDS = ["serve", "complete", "explain", "sample", "index", "eval", "export-gguf", "settings-schema", "doctor"]
+SUBCOMMANDS = ["serve", "complete", "explain", "check", "sample", "index", "eval", "export-gguf", "settings-schema", "doctor"]
 
 
 def setup_logging(verbose: int = 0, log_file: str | None = None) -> None:

@@ -105,6 +105,15 @@ def _device(value: str) -> str | None:
     return f"must be one of {', '.join(DEVICES)} (or cuda:N)"
 
 
+#: the values of the setting `diagnostics`
+DIAGNOSTICS = ("off", "hint", "warning", "error")
+
+
+@_schema(enum=list(DIAGNOSTICS))
+def _diagnostics(value: str) -> str | None:
+    return None if value in DIAGNOSTICS else f"must be one of {', '.join(DIAGNOSTICS)}"
+
+
 @_schema(enum=list(DTYPES))
 def _dtype(value: str) -> str | None:
     return None if value in DTYPES else f"must be one of {', '.join(DTYPES)}"
@@ -272,6 +281,12 @@ class Settings:
     keyword_arguments: bool = _validated(True)
     timeout_ms: int = _validated(3000, _between(1, 600_000))
     multiline: bool = _validated(False)
+    #: version diagnostics on open documents (`adaptrack-lsp check` in the editor):
+    #: "off", or the severity of a finding ("hint", "warning", "error"); deprecations
+    #: are always hints
+    diagnostics: str = _validated("warning", _diagnostics)
+    #: completions treat APIs that announce their deprecation as absent
+    avoid_deprecated: bool = _validated(False)
     #: completions keep the text before the cursor a prefix of a valid Python 3.11
     #: program (off for a request whose text before the cursor has a syntax error)
     syntax_constraint: bool = _validated(True)

@@ -32,6 +32,8 @@ def test_defaults_match_the_protocol_contract():
         "keywordArguments": True,
         "timeoutMs": 3000,
         "multiline": False,
+        "diagnostics": "warning",
+        "avoidDeprecated": False,
         "syntaxConstraint": True,
         "trustRemoteCode": False,
         "backend": "auto",

@@ -15,6 +15,7 @@ export type Device = 'auto' | 'cpu' | 'cuda' | 'mps' | `cuda:${number}`;
 export type Dtype = 'auto' | 'float32' | 'bfloat16' | 'float16';
 export type KvCache = 'auto' | 'static' | 'dynamic';
 export type Backend = 'auto' | 'transformers' | 'llamacpp' | 'server';
+export type Diagnostics = 'off' | 'hint' | 'warning' | 'error';
 
 /** The server's settings, camelCase as on the wire (see `adaptrack_lsp.config.Settings`). */
 export interface ServerSettings {
@@ -39,6 +40,8 @@ export interface ServerSettings {
   keywordArguments: boolean;
   timeoutMs: number;
   multiline: boolean;
+  diagnostics: Diagnostics;
+  avoidDeprecated: boolean;
   syntaxConstraint: boolean;
   trustRemoteCode: boolean;
   backend: Backend;
@@ -83,6 +86,8 @@ export const SERVER_DEFAULTS: Readonly<ServerSettings> = Object.freeze({
   keywordArguments: true,
   timeoutMs: 3000,
   multiline: false,
+  diagnostics: 'warning',
+  avoidDeprecated: false,
   syntaxConstraint: true,
   trustRemoteCode: false,
   backend: 'auto',

@@ -30,6 +30,9 @@ M.server_settings = {
   keywordArguments = 'boolean',
   timeoutMs = 'number',
   multiline = 'boolean',
+  -- version diagnostics: 'off', 'hint', 'warning' (default) or 'error'
+  diagnostics = 'string',
+  avoidDeprecated = 'boolean',
   syntaxConstraint = 'boolean',
   trustRemoteCode = 'boolean',
   backend = 'string',

@@ -268,6 +268,12 @@ class APIIndex(ABC):
         none of them; rejection messages then say what they said before."""
         return None
 
+    def lacking(self, path: tuple[str, ...], name: str, keyword: bool = False) -> tuple[str, list[str], list[str]] | None:
+        """What `absence` says, as data: (package, versions lacking `name`, versions
+        having it) when some of the versions this index checks lack it and others have
+        it; None (the default) otherwise."""
+        return None
+
     def ready(self, path: tuple[str, ...]) -> bool:
         """Whether `members(path)` (or `signature(path)` for a call key) answers now,
         without waiting (indexes that compute answers in the background say False while

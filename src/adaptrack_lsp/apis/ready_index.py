@@ -115,3 +115,6 @@ class ReadyOnlyIndex(APIIndex):
 
     def absence(self, path: tuple[str, ...], name: str, keyword: bool = False) -> str | None:
         return self.index.absence(path, name, keyword) if self.index.ready(tuple(path)) else None
+
+    def lacking(self, path: tuple[str, ...], name: str, keyword: bool = False):
+        return self.index.lacking(path, name, keyword) if self.index.ready(tuple(path)) else None

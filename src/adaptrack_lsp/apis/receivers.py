@@ -41,6 +41,8 @@ __all__ = ["assigned_attribute_names", "receiver_bindings"]
 
 #: a binding that names no typed value (makes its name unknown in its scope)
 _UNTYPED = None
+#: how an import binds a name (untyped too, but `DocumentScopes.bound_otherwise` tells it apart)
+_IMPORTED = "import"
 _MAX_DEPTH = 8
 _CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
 _CACHE_SIZE = 8
@@ -103,9 +105,9 @@ def _collect(node, scope: _Scope) -> None:
             for name in child.children_by_field_name("name"):
                 alias = name.child_by_field_name("alias") if name.type == "aliased_import" else None
                 if alias is not None:
-                    scope.bind(_text(alias), _UNTYPED)
+                    scope.bind(_text(alias), (_IMPORTED, child))
                 elif name.type == "dotted_name" and name.children:
-                    scope.bind(_text(name.children[0]), _UNTYPED)
+                    scope.bind(_text(name.children[0]), (_IMPORTED, child))
             continue
         if kind == "for_statement" or kind == "for_in_clause":
             left = child.child_by_field_name("left")
@@ -325,6 +327,8 @@ class _Resolver:
         if value is _UNTYPED:
             return None
         how, node = value
+        if how == _IMPORTED:  # an import binds a module or a name of one, not a typed value
+            return None
         if how == "annotation":
             return self.annotation(node, scope_index)
         path = self.expression(node, scope_index, 0)
@@ -463,11 +467,11 @@ _ASSIGNED_CACHE: dict[str, frozenset[str]] = {}
 _ASSIGNED_QUERY = None
 
 
-def assigned_attribute_names(document: str, key: str = "") -> frozenset[str]:
+def assigned_attribute_names(document: str, key: str = "", tree=None) -> frozenset[str]:
     """The attribute names the document assigns on any object (``server.wfile = f``,
     ``self.count += 1``, ``a.x, b.y = ...``, ``setattr(obj, "name", v)``): an object of a
     library class may get them at run time, so they are never rejected on a typed
-    receiver."""
+    receiver.  `tree`: the document's parse, when the caller has it."""
     global _ASSIGNED_QUERY
     if not document:
         return frozenset()
@@ -489,7 +493,8 @@ def assigned_attribute_names(document: str, key: str = "") -> frozenset[str]:
                 (call function: (identifier) @function arguments: (argument_list . (_) . (string) @key))
                 """,
             )
-        tree = parsed(document.encode("utf-8", "surrogatepass"), key)
+        if tree is None:
+            tree = parsed(document.encode("utf-8", "surrogatepass"), key)
         captures = QueryCursor(_ASSIGNED_QUERY).captures(tree.root_node)
         names.update(_text(node) for node in captures.get("name", []))
         if any(_text(node) == "setattr" for node in captures.get("function", [])):
@@ -500,3 +505,132 @@ def assigned_attribute_names(document: str, key: str = "") -> frozenset[str]:
     _ASSIGNED_CACHE.clear()
     _ASSIGNED_CACHE[document] = found
     return found
+
+
+class DocumentScopes:
+    """The typed names of a whole parsed document, for any node in it (the checker of
+    existing code asks at every use site; `receiver_bindings` answers for one cursor in
+    text that may still be half written).
+
+    Scopes follow the tree, not the indentation: the functions, lambdas and
+    comprehensions a node lies in, the class body it is directly in, then the module.
+    Each scope's bindings are read once; `typed(node, name)` is the typed path of
+    `name` as seen at `node` (None: unknown), by the same rules as `receiver_bindings`.
+    """
+
+    def __init__(self, tree, roots: Mapping[str, tuple[str, ...]]):
+        self.roots = dict(roots)
+        self.module = _Scope(tree.root_node, "module")
+        _collect(tree.root_node, self.module)
+        self._scopes: dict[tuple[int, int, str], _Scope] = {}
+        self._resolvers: dict[tuple, _Resolver] = {}
+
+    def _scope(self, node, kind: str) -> _Scope:
+        key = (node.start_byte, node.end_byte, node.type)
+        scope = self._scopes.get(key)
+        if scope is not None:
+            return scope
+        scope = _Scope(node, "function" if kind != "class" else "class")
+        if kind == "function":
+            _parameters(node, scope)
+            body = node.child_by_field_name("body")
+            if body is not None:
+                _collect(body, scope)
+        elif kind == "lambda":
+            parameters = node.child_by_field_name("parameters")
+            if parameters is not None:
+                _targets(parameters, scope)
+                for parameter in parameters.children:
+                    name = parameter.child_by_field_name("name")
+                    if name is not None:
+                        scope.bind(_text(name), _UNTYPED)
+        elif kind == "comprehension":
+            for clause in node.children:
+                if clause.type == "for_in_clause":
+                    left = clause.child_by_field_name("left")
+                    if left is not None:
+                        _targets(left, scope)
+        else:  # a class body
+            body = node.child_by_field_name("body")
+            if body is not None:
+                _collect(body, scope)
+        self._scopes[key] = scope
+        return scope
+
+    def chain(self, node) -> list[_Scope]:
+        """The scopes visible at `node`, innermost first."""
+        scopes: list[_Scope] = []
+        first_definition = True
+        child, parent = node, node.parent
+        while parent is not None:
+            kind = parent.type
+            if kind in _COMPREHENSIONS:
+                scopes.append(self._scope(parent, "comprehension"))
+            elif kind == "lambda" and child.type != "lambda_parameters":
+                scopes.append(self._scope(parent, "lambda"))
+            elif kind == "function_definition" and child == parent.child_by_field_name("body"):
+                scopes.append(self._scope(parent, "function"))
+                first_definition = False
+            elif kind == "class_definition" and child == parent.child_by_field_name("body"):
+                if first_definition:  # a class body is visible only directly in it
+                    scopes.append(self._scope(parent, "class"))
+                first_definition = False
+            child, parent = parent, parent.parent
+        scopes.append(self.module)
+        return scopes
+
+    def resolver(self, node) -> _Resolver:
+        """The resolver of typed expressions as seen at `node` (shared by every node
+        with the same scopes)."""
+        scopes = self.chain(node)
+        key = tuple(id(scope) for scope in scopes)
+        resolver = self._resolvers.get(key)
+        if resolver is None:
+            resolver = self._resolvers[key] = _Resolver(scopes, self.roots)
+        return resolver
+
+    def typed(self, node, name: str) -> tuple[str, ...] | None:
+        """The typed path (ending in `CALL`) of `name` as seen at `node`; None when
+        unknown, and for import aliases (those are roots)."""
+        if name in self.roots:
+            return None
+        try:
+            return self.resolver(node).name(name)
+        except Exception:  # noqa: BLE001 - an unreadable binding is unknown
+            log.debug("could not type %s", name, exc_info=True)
+            return None
+
+    def bound_otherwise(self, name: str) -> bool:
+        """Whether `name` is bound anywhere in the document by something other than an
+        import (an assignment other than ``= None``, a parameter, a loop target, a
+        definition...): an alias of that name may then not be the module."""
+        for scope in (self.module, *self._all_scopes()):
+            for value in scope.bindings.get(name, ()):
+                if value is _UNTYPED:
+                    return True
+                how, node = value
+                if how == _IMPORTED or (how == "value" and node is not None and node.type == "none"):
+                    continue
+                return True
+        return False
+
+    def _all_scopes(self) -> list[_Scope]:
+        """Every function, lambda and comprehension scope of the document (built on
+        first call)."""
+        if getattr(self, "_every", None) is None:
+            found = []
+            stack = [self.module.node]
+            while stack:
+                node = stack.pop()
+                kind = node.type
+                if kind == "function_definition":
+                    found.append(self._scope(node, "function"))
+                elif kind == "lambda":
+                    found.append(self._scope(node, "lambda"))
+                elif kind in _COMPREHENSIONS:
+                    found.append(self._scope(node, "comprehension"))
+                elif kind == "class_definition":
+                    found.append(self._scope(node, "class"))
+                stack.extend(node.children)
+            self._every = found
+        return self._every

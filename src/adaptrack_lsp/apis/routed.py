@@ -80,6 +80,14 @@ class RoutedIndex(APIIndex):
         index = self._index(key)
         return index.signature(key) if index is not None else None
 
+    def absence(self, path: tuple[str, ...], name: str, keyword: bool = False) -> str | None:
+        index = self._index(path)
+        return index.absence(path, name, keyword) if index is not None else None
+
+    def lacking(self, path: tuple[str, ...], name: str, keyword: bool = False):
+        index = self._index(path)
+        return index.lacking(path, name, keyword) if index is not None else None
+
     def has_root(self, module: str) -> bool:
         index = self._index((module,))
         return index is not None and index.has_root(module)

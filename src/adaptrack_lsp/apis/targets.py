@@ -643,6 +643,13 @@ class TargetsIndex(APIIndex):
         """Which versions lack member `name` of `path` (`keyword`: keyword `name` of the
         call key `path`) while others have it: ``not in numpy 2.4.6 (present in
         1.24.0)``; None when no version has it, or all do, or nothing is known."""
+        found = self.lacking(path, name, keyword)
+        if found is None:
+            return None
+        package, lacking, present = found
+        return f"not in {package} {', '.join(lacking)} (present in {', '.join(present)})"
+
+    def lacking(self, path: tuple[str, ...], name: str, keyword: bool = False) -> tuple[str, list[str], list[str]] | None:
         path = tuple(path)
         if not self._usable() or not path:
             return None
@@ -658,7 +665,7 @@ class TargetsIndex(APIIndex):
         present = _versions([v for v, has in answers if has is True])
         if not lacking or not present:
             return None
-        return f"not in {package} {', '.join(lacking)} (present in {', '.join(present)})"
+        return package, lacking, present
 
     def _live_version(self, root: str) -> str:
         try:

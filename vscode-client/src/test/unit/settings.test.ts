@@ -43,6 +43,8 @@ test('defaults: initializationOptions equal the server defaults, with explicit n
     keywordArguments: true,
     timeoutMs: 3000,
     multiline: false,
+    diagnostics: 'warning',
+    avoidDeprecated: false,
     syntaxConstraint: true,
     trustRemoteCode: false,
     backend: 'auto',
