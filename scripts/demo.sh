@@ -5,6 +5,7 @@
 # the API snapshot bundled with adaptrack-lsp, and the rows name it.
 # Usage: scripts/demo.sh                         (built-in offline model; built on first use)
 #        MODEL=Qwen/Qwen2.5-Coder-1.5B scripts/demo.sh   (a hub id, a local model folder, or a .gguf file on llama.cpp)
+# Then `adaptrack-lsp check` reports the API uses in the examples that do not exist here.
 # Uses .venv/bin/python if present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,10 @@ for example in examples/*.py; do
     fi
     [ "$code" -eq 0 ] || status=$code
 done
+# the code already written, checked the same way: every API use that does not exist in
+# the installed versions (TensorFlow against the bundled snapshot where it is not installed)
+echo "== adaptrack-lsp check examples/"
+"$PY" -m adaptrack_lsp check examples/ --snapshot tensorflow
+code=$?
+[ "$code" -le 1 ] || status=$code  # 1: findings, which is what the examples are for
 exit $status

@@ -69,7 +69,12 @@ def test_demo_tables_are_whole(builtin_model):
     rows name the snapshot exactly when TensorFlow is not installed here."""
     done = run(["bash", "scripts/demo.sh"], PY=sys.executable)
     assert done.returncode == 0, done.stdout
-    blocks = re.split(r"^== ", done.stdout, flags=re.MULTILINE)[1:]
+    *blocks, checked = re.split(r"^== ", done.stdout, flags=re.MULTILINE)[1:]
+    # last, `check` over the examples: each file's removed APIs, TensorFlow's from the snapshot
+    assert checked.splitlines()[0] == "adaptrack-lsp check examples/", checked
+    assert re.search(r"^examples/tf_compat_v1\.py:5:13: tf\.placeholder does not exist in tensorflow 2\.21\.0$", checked, re.M), checked
+    assert re.search(r"^examples/numpy2_removals\.py:7:13: np\.product does not exist in numpy 2\.", checked, re.M), checked
+    assert re.search(r"^Found \d+ problems in \d+ of \d+ files checked\.$", checked, re.M), checked
     examples = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.py"))
     assert [block.splitlines()[0] for block in blocks] == examples, done.stdout
     for block in blocks:

@@ -18,7 +18,7 @@ _PARSER = None
 _IMPORT_QUERY = None
 #: the lines that can belong to an import statement (its continuation lines included)
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
-_ROOTS_CACHE: dict[tuple, tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]]]] = {}
+_ROOTS_CACHE: dict[tuple, tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]], frozenset[str]]] = {}
 _ROOTS_CACHE_SIZE = 16
 
 
@@ -60,15 +60,23 @@ def learn_roots(document: str) -> dict[str, tuple[str, ...]]:
     return dict(_read(document)[0])
 
 
+def ambiguous_roots(document: str) -> frozenset[str]:
+    """The names the document's imports bind to more than one module path
+    (``try: from lxml import etree`` / ``except ImportError: import
+    xml.etree.ElementTree as etree``): which one a use means depends on what is
+    installed, so checks of existing code leave them alone."""
+    return _read(document)[2]
+
+
 def imported_modules(document: str) -> frozenset[tuple[str, ...]]:
     """The dotted module paths the document's import statements name: ``import a.b.c``
     and ``import a.b.c as d`` -> (a, b, c); ``from a.b import c`` -> (a, b)."""
     return _read(document)[1]
 
 
-def _read(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]]]:
+def _read(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]], frozenset[str]]:
     if not document:
-        return {}, frozenset()
+        return {}, frozenset(), frozenset()
     # Typing rarely touches the imports: the parse is redone only when the lines that
     # can hold an import (or the string delimiters that decide what is code) change.
     key = (
@@ -85,8 +93,20 @@ def _read(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[st
     return cached
 
 
-def _learn_roots_uncached(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]]]:
-    roots: dict[str, tuple[str, ...]] = {}
+class _Bindings(dict):
+    """alias -> path, remembering every path each alias was bound to."""
+
+    def __init__(self):
+        super().__init__()
+        self.paths: dict[str, set[tuple[str, ...]]] = {}
+
+    def __setitem__(self, alias, path):
+        self.paths.setdefault(alias, set()).add(tuple(path))
+        super().__setitem__(alias, path)
+
+
+def _learn_roots_uncached(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]], frozenset[str]]:
+    roots: dict[str, tuple[str, ...]] = _Bindings()
     modules: set[tuple[str, ...]] = set()
     tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
     for node in _import_statements(tree):
@@ -131,7 +151,8 @@ def _learn_roots_uncached(document: str) -> tuple[dict[str, tuple[str, ...]], fr
                     if len(parts) == 1:
                         roots[parts[0]] = base + parts
     # statements come in source order, so later imports overwrite earlier ones
-    return {alias: path for alias, path in roots.items() if alias.isidentifier()}, frozenset(modules)
+    ambiguous = frozenset(alias for alias, paths in roots.paths.items() if len(paths) > 1)
+    return {alias: path for alias, path in roots.items() if alias.isidentifier()}, frozenset(modules), ambiguous
 
 
 def document_roots(text: str) -> dict[str, tuple[str, ...]]:

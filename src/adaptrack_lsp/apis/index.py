@@ -31,6 +31,21 @@ class Member:
     kind: str
     #: whether the member can have members of its own (modules, classes, instances)
     has_members: bool = True
+    #: the message of a member that announces its deprecation in a way the runtime can
+    #: read (`introspect_worker.deprecation_of`); "" when it does not (or nobody asked
+    #: the runtime: jedi alone leaves it undecided)
+    deprecated: str = ""
+
+    def to_list(self) -> list:
+        """As the worker, the disk cache and snapshots write it: ``[kind, has_members]``,
+        plus the deprecation message for a deprecated member."""
+        return [self.kind, self.has_members, self.deprecated] if self.deprecated else [self.kind, self.has_members]
+
+    @classmethod
+    def from_list(cls, name: str, items: Sequence) -> Member:
+        """The inverse of `to_list` (a third item that is not a message is ignored)."""
+        message = items[2] if len(items) > 2 and isinstance(items[2], str) else ""
+        return cls(name, str(items[0]), bool(items[1]), message)
 
 
 #: parameter kinds, as `inspect.Parameter` names them (lower case)
@@ -272,6 +287,13 @@ class APIIndex(ABC):
         """What `absence` says, as data: (package, versions lacking `name`, versions
         having it) when some of the versions this index checks lack it and others have
         it; None (the default) otherwise."""
+        return None
+
+    def deprecated_in(self, path: tuple[str, ...], name: str) -> tuple[str, list[str]] | None:
+        """(package, the versions in which member `name` of `path` is deprecated) where
+        this index checks several versions (version targets) and knows; None (the
+        default) otherwise: then the member's own `Member.deprecated` says it for the one
+        version this index checks."""
         return None
 
     def ready(self, path: tuple[str, ...]) -> bool:

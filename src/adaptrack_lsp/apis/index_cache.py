@@ -37,7 +37,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 #: bump when the stored structure or the member rules change, so old files are not reused
-CACHE_FORMAT = 3
+#: (4: a deprecated member's message as a third item)
+CACHE_FORMAT = 4
 #: seconds the interpreter may take to say its version and sys.path
 PROBE_TIMEOUT_S = 20.0
 
@@ -196,9 +197,9 @@ def _valid_entry(entry: object) -> bool:
     if not isinstance(members, dict):
         return False
     for name, value in members.items():
-        if not (isinstance(name, str) and isinstance(value, list) and len(value) == 2):
+        if not (isinstance(name, str) and isinstance(value, list) and len(value) in (2, 3)):
             return False
-        if not (isinstance(value[0], str) and isinstance(value[1], bool)):
+        if not (isinstance(value[0], str) and isinstance(value[1], bool) and all(isinstance(v, str) for v in value[2:])):
             return False
     return True
 

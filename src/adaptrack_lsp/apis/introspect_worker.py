@@ -11,12 +11,19 @@ tests):
 - a **public member** of an object ``o`` is a name ``n`` that does not start with ``_``
   and for which ``getattr(o, n)`` succeeds after ``import`` of the module; candidates
   are ``dir(o)`` plus any extra names supplied by the caller (names a static analysis
-  saw, e.g. attributes served by a module ``__getattr__``);
+  saw); the index and the walk also try the identifier strings in the source of a
+  module's own ``__getattr__`` (`getattr_names`: NumPy serves ``np.chararray`` so);
 - a member that is a lazily loaded module (a ``ModuleType`` subclass, e.g. Keras-3
   lazy loaders) must also answer ``dir()``; if loading it raises, it is absent;
 - a **removed-API placeholder** is a Python function whose body is only an optional
   docstring followed by a single ``raise`` (``torch.matrix_rank`` in torch 2.x); it
   counts as absent;
+- a member is **deprecated** when it announces so in a way the runtime can read:
+  reading it emits a deprecation warning addressed to the reader (NumPy's and pandas'
+  module ``__getattr__``), it carries PEP 702's ``__deprecated__``
+  (``warnings.deprecated``), or its own docstring has a ``.. deprecated::`` directive
+  about the object itself (pandas' ``deprecate`` wrapper writes one); see
+  `deprecation_of`.  The message is what the library says;
 - the **signature** of a callable is ``inspect.signature`` of it (a class: of its
   constructor), written in Python's parameter notation (``["x", "rate", "/", "*",
   "seed", "**kwargs"]``, `signature_items`); a method reached through a class after
@@ -27,7 +34,8 @@ Modes:
 
 - ``--serve``: JSON lines on stdin/stdout.  Request ``{"id": 1, "op": "members",
   "path": ["numpy", "linalg"], "extra": ["matlib"]}``, answer ``{"id": 1, "members":
-  {"norm": ["function", false], ...}}`` or ``{"id": 1, "members": null, "error": "..."}``.
+  {"norm": ["function", false], ...}}`` or ``{"id": 1, "members": null, "error": "..."}``;
+  a deprecated member has its message as a third item (``["class", true, "..."]``).
   With ``"signatures": true`` the answer also has ``"signatures": {"histogram": [...],
   ...}`` for the callable members.  ``{"op": "signature", "path": ["pandas",
   "DataFrame", "()", "to_csv"]}`` answers ``{"id": .., "signature": [...]}`` (``null``
@@ -97,6 +105,133 @@ def is_placeholder(obj) -> bool:
     return body_only_raises(source)
 
 
+# --------------------------------------------------------------------------- deprecations
+
+#: the underline of a section heading (numpydoc ``Parameters`` / ``----------``, reST titles)
+_UNDERLINE = re.compile(r"^[-=~^\"'`#*+]{3,}$")
+#: a reST role (``:class:`~numpy.typing.NBitBase```, ``:func:`name <target>```)
+_ROLE = re.compile(r":[\w.:-]+:`~?([^`<]*?)(?:\s*<[^`>]*>)?`")
+_DIRECTIVE = ".. deprecated::"
+#: a directive body about some of the arguments, not the object (SciPy's
+#: ``_deprecate_positional_args``: "Use of argument(s) ... by position is deprecated")
+_ABOUT_ARGUMENTS = re.compile(
+    r"^(?:use of |passing |the )?(?:`[^`]*` )?(?:positional )?(?:arguments?|argument\(s\)|parameters?|keywords?)\b", re.I
+)
+
+
+def _one_line(text: str) -> str:
+    """reST as one plain line: roles and double-backquoted literals as `code`."""
+    text = _ROLE.sub(lambda m: "`%s`" % m.group(1).strip(), text).replace("``", "`")
+    return " ".join(text.split())
+
+
+def _indentation(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def docstring_deprecation(doc) -> str:
+    """The deprecation a docstring announces with a ``.. deprecated::`` directive about
+    the object itself: in the cleaned docstring, no more indented than its summary line
+    and before any section heading (a directive indented under a parameter or a return
+    value, in a later section of a module's documentation, or one whose body is about
+    some arguments, deprecates something else).  The message: the first paragraph of
+    the directive's body, else ``deprecated since <version>``; "" for none."""
+    if not isinstance(doc, str) or _DIRECTIVE not in doc:
+        return ""
+    lines = inspect.cleandoc(doc).splitlines()
+    summary = next((_indentation(line) for line in lines if line.strip()), 0)
+    for number, line in enumerate(lines):
+        text = line.strip()
+        if text and number + 1 < len(lines) and _UNDERLINE.match(lines[number + 1].strip()):
+            return ""  # a section heading: what follows is about something else
+        if not text.startswith(_DIRECTIVE) or _indentation(line) > summary:
+            continue
+        version = text[len(_DIRECTIVE):].strip()
+        body = []
+        for following in lines[number + 1:]:
+            if following.strip() and _indentation(following) <= _indentation(line):
+                break
+            body.append(following)
+        message = _one_line(textwrap.dedent("\n".join(body)).strip().split("\n\n")[0])
+        if _ABOUT_ARGUMENTS.match(message):
+            return ""
+        return message or ("deprecated since %s" % version if version else "deprecated")
+    return ""
+
+
+def _is_deprecation(category, text: str) -> bool:
+    """Whether a warning of `category` saying `text` announces a deprecation."""
+    if not isinstance(category, type):
+        return False
+    if issubclass(category, (DeprecationWarning, PendingDeprecationWarning)) or "Deprecat" in category.__name__:
+        return True
+    return issubclass(category, FutureWarning) and "deprecat" in text.lower()
+
+
+def warned_deprecation(warned, name: str, reader=None) -> str:
+    """The message of a deprecation warning among `warned` (what reading member `name`
+    emitted) that is addressed to the reader: attributed to the line that read it (the
+    ``stacklevel`` a library's ``__getattr__`` gives; `reader`: the file of that line,
+    `member_value`'s by default), or naming `name`.  A warning from deeper inside (an
+    import the access triggered) is not about the member; "" for none."""
+    here = reader or member_value.__code__.co_filename
+    for record in warned or ():
+        text = str(record.message)
+        if not _is_deprecation(record.category, text):
+            continue
+        if record.filename == here or re.search(r"(?<![\w])%s(?![\w])" % re.escape(name), text):
+            return _one_line(text)
+    return ""
+
+
+def _own_namespace(obj):
+    """``obj.__dict__`` read without a ``__getattr__`` fallback (None where there is none)."""
+    try:
+        namespace = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    return namespace if isinstance(namespace, (dict, types.MappingProxyType)) else None
+
+
+def declared_deprecation(value) -> str:
+    """What `value` itself says about its deprecation: PEP 702's ``__deprecated__`` (set
+    by ``warnings.deprecated`` / ``typing_extensions.deprecated``; a class's own, not one
+    inherited from a deprecated base; a method's or a property getter's), else a
+    ``.. deprecated::`` directive in its own docstring (`docstring_deprecation`; an
+    instance's ``__doc__`` counts only where it is not its type's).  "" for none."""
+    target = value
+    if inspect.ismethod(target) or isinstance(target, (staticmethod, classmethod)):
+        target = target.__func__
+    elif isinstance(target, property) and target.fget is not None:
+        target = target.fget
+    namespace = _own_namespace(target)
+    marker = namespace.get("__deprecated__") if namespace is not None else None
+    if isinstance(marker, str) and marker.strip():
+        return _one_line(marker)
+    if inspect.isclass(target):
+        doc = namespace.get("__doc__") if namespace is not None else None
+    elif isinstance(target, types.ModuleType) or inspect.isroutine(target):
+        doc = getattr(target, "__doc__", None)
+    else:
+        try:
+            doc = target.__doc__
+            if doc is getattr(type(target), "__doc__", None):
+                doc = None
+        except Exception:
+            doc = None
+    return docstring_deprecation(doc)
+
+
+def deprecation_of(value, name: str, warned=(), reader=None) -> str:
+    """The deprecation message of member `name` whose value is `value` ("" when it does
+    not announce one): a deprecation warning reading it emitted (`warned_deprecation`:
+    NumPy's and others' module ``__getattr__``), else `declared_deprecation`."""
+    try:
+        return warned_deprecation(warned, name, reader) or declared_deprecation(value)
+    except Exception:
+        return ""
+
+
 # --------------------------------------------------------------------------- members
 
 
@@ -119,26 +254,32 @@ def is_lazy_module(obj) -> bool:
     return isinstance(obj, types.ModuleType) and type(obj) is not types.ModuleType
 
 
-def member_value(obj, name: str):
+def member_value(obj, name: str, warned=None):
     """``getattr(obj, name)`` with warnings silenced; raises what getattr raises.
 
     A lazily loaded module is also asked for ``dir()`` (which loads it): if that
-    raises, the member does not exist in this environment.
+    raises, the member does not exist in this environment.  `warned`: a list that
+    receives the warnings the access emitted (``warnings.WarningMessage``).
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=warned is not None) as caught:
+        warnings.simplefilter("ignore" if warned is None else "always")
         value = getattr(obj, name)
         if is_lazy_module(value):
             dir(value)
+    if warned is not None:
+        warned.extend(caught)
     return value
 
 
-def public_members(obj, extra_names=(), private=False, placeholders=False) -> dict:
+def public_members(obj, extra_names=(), private=False, placeholders=False, deprecations=None, module_getattr=False) -> dict:
     """Public members of `obj`: name -> (kind, has_members).  See the module docstring.
     `private`: names starting with ``_`` too (what the checks compare against: a
     private name that exists at run time is not rejected; one that does not is).
     `placeholders`: keep functions whose body only raises (a class's abstract methods,
-    which its subclasses implement; a module's such function is a removed API)."""
+    which its subclasses implement; a module's such function is a removed API).
+    `deprecations`: a dict that receives name -> message for the members that announce
+    their deprecation (`deprecation_of`).  `module_getattr`: the names a module's own
+    ``__getattr__`` serves beyond ``dir()`` are candidates too (`getattr_names`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -146,19 +287,49 @@ def public_members(obj, extra_names=(), private=False, placeholders=False) -> di
         except Exception:
             names = set()
     names.update(extra_names)
+    if module_getattr:
+        names.update(getattr_names(obj))
     result = {}
     for name in sorted(names):
         if not isinstance(name, str) or (name.startswith("_") and not private) or not name.isidentifier():
             continue
+        warned = [] if deprecations is not None else None
         try:
-            value = member_value(obj, name)
+            value = member_value(obj, name, warned)
         except Exception:
             continue
         if not placeholders and is_placeholder(value):
             continue
         kind = kind_of(value)
         result[name] = (kind, has_members(kind))
+        if deprecations is not None:
+            message = deprecation_of(value, name, warned)
+            if message:
+                deprecations[name] = message
     return result
+
+
+def getattr_names(module) -> set:
+    """The names a module's own Python ``__getattr__`` (PEP 562) may serve beyond
+    ``dir()``: the identifier strings its source compares or looks up (``if attr ==
+    "chararray"``, a dict of deprecated aliases).  Candidates only: `public_members`
+    keeps those that ``getattr`` returns (NumPy's ``__getattr__`` names removed
+    aliases only to raise)."""
+    if not isinstance(module, types.ModuleType):
+        return set()
+    hook = _own_namespace(module)
+    hook = hook.get("__getattr__") if hook is not None else None
+    if not inspect.isfunction(hook):
+        return set()
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(hook)))
+    except Exception:
+        return set()
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier()
+    }
 
 
 def member_signatures(obj, members, bound=False) -> dict:
@@ -398,7 +569,7 @@ def is_instance_method(static) -> bool:
     return inspect.isfunction(static) or type(static).__name__ == "method_descriptor"
 
 
-def instance_members(cls) -> dict:
+def instance_members(cls, deprecations=None) -> dict:
     """What an instance of `cls` has: name -> (kind, has_members), private names included.
 
     The names of ``dir(cls)`` (the whole MRO: methods, properties and other descriptors,
@@ -408,9 +579,9 @@ def instance_members(cls) -> dict:
     attributes exist: ``("values", False)`` for a known data proxy (`VALUE_PROXIES`),
     ``("any", False)`` when a class of the MRO defines ``__getattr__`` or
     ``__getattribute__``, sets attributes dynamically, or keeps an instance ``__dict__``
-    without Python source to read.
+    without Python source to read.  `deprecations`: as for `public_members`.
     """
-    members = public_members(cls, private=True, placeholders=True)
+    members = public_members(cls, private=True, placeholders=True, deprecations=deprecations)
     dynamic = None
     if inspect.isabstract(cls) or getattr(cls, "_is_protocol", False):
         dynamic = "any"  # no instance is of this class itself: a subclass has more
@@ -768,6 +939,7 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
 
     names: list = []
     kinds: dict = {}
+    deprecated: dict = {}
     signatures: dict = {}
     class_paths: dict = {}
     returns: dict = {}
@@ -777,11 +949,14 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
     while queue:
         next_queue = []
         for path, module in queue:
-            for name, (kind, _) in public_members(module).items():
+            deprecations = {}
+            for name, (kind, _) in public_members(module, deprecations=deprecations, module_getattr=True).items():
                 child_path = path + (name,)
                 dotted = ".".join(child_path)
                 names.append(dotted)
                 kinds[dotted] = kind
+                if deprecations.get(name):
+                    deprecated[dotted] = deprecations[name]
                 if kind != "module":  # functions, classes, callable instances (numpy's ufuncs)
                     try:
                         value = member_value(module, name)
@@ -818,6 +993,7 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
         "format": WALK_FORMAT,
         "names": sorted(names),
         "kinds": {name: kinds[name] for name in sorted(kinds)},
+        "deprecated": {name: deprecated[name] for name in sorted(deprecated)},
         "signatures": {name: signatures[name] for name in sorted(signatures)},
         "classes": {path: classes[path] for path in sorted(classes)},
         "class_paths": {name: class_paths[name] for name in sorted(class_paths)},
@@ -827,8 +1003,9 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
 
 #: the snapshot format `walk_package` writes: 2 added instance members of classes
 #: ("classes"), where public class names are defined ("class_paths"), the classes calls
-#: return ("returns") and the signatures of methods called on instances
-WALK_FORMAT = 2
+#: return ("returns") and the signatures of methods called on instances; 3 added the
+#: members that announce their deprecation ("deprecated", and per class)
+WALK_FORMAT = 3
 #: most classes one walk describes (a guard against packages that generate classes)
 MAX_WALKED_CLASSES = 20000
 
@@ -849,12 +1026,14 @@ def _result_class_or_none(obj):
 
 def class_entry(cls, signatures: dict, returns: dict, found: dict) -> dict:
     """The snapshot entry of one class: ``{"members": {name: kind}, "dynamic": null |
-    "any" | "values"}`` (`instance_members`; "dynamic" is the ``"*"`` entry's kind).
+    "any" | "values"}`` (`instance_members`; "dynamic" is the ``"*"`` entry's kind), and
+    ``"deprecated": {name: message}`` where some member announces its deprecation.
     The signatures of its methods as called on an instance go into `signatures` under
     ``"<class path>().<name>()"``; the classes its methods return (single-class return
     annotations) into `returns` under ``"<class path>().<name>"`` and `found`."""
     path = class_path(cls)
-    members = instance_members(cls)
+    deprecations: dict = {}
+    members = instance_members(cls, deprecations)
     dynamic = members.pop(ANY_ATTRIBUTE, (None, False))[0]
     for name, items in member_signatures(cls, members, bound=True).items():
         signatures["%s().%s()" % (path, name)] = items
@@ -868,7 +1047,10 @@ def class_entry(cls, signatures: dict, returns: dict, found: dict) -> dict:
         made = _result_class_or_none(value)
         if made is not None:
             returns["%s().%s" % (path, name)] = _remember_class(made, found)
-    return {"members": {name: members[name][0] for name in sorted(members)}, "dynamic": dynamic}
+    entry = {"members": {name: members[name][0] for name in sorted(members)}, "dynamic": dynamic}
+    if deprecations:
+        entry["deprecated"] = {name: deprecations[name] for name in sorted(deprecations) if name in members}
+    return entry
 
 
 def walk_classes(found: dict, signatures: dict, returns: dict, limit: int = MAX_WALKED_CLASSES) -> dict:
@@ -896,6 +1078,15 @@ def walk_classes(found: dict, signatures: dict, returns: dict, limit: int = MAX_
 # --------------------------------------------------------------------------- serve
 
 
+def member_table(members: dict, deprecations: dict) -> dict:
+    """The ``members`` of an answer: name -> ``[kind, has_members]``, with the
+    deprecation message as a third item for a deprecated member."""
+    return {
+        name: [kind, flag] + ([deprecations[name]] if deprecations.get(name) else [])
+        for name, (kind, flag) in members.items()
+    }
+
+
 def handle(request: dict) -> dict:
     answer = {"id": request.get("id")}
     op = request.get("op")
@@ -910,17 +1101,20 @@ def handle(request: dict) -> dict:
             answer.update(members=None, error="empty path")
             return answer
         try:
+            deprecations = {}
             if path[-1] == "()":
                 cls = resolve_value_type(path)
-                members = instance_members(cls)
-                answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}
+                members = instance_members(cls, deprecations)
+                answer["members"] = member_table(members, deprecations)
                 answer["type"] = class_path(cls)
                 if request.get("signatures"):
                     answer["signatures"] = member_signatures(cls, members, bound=True)
                 return answer
             obj = resolve(path)
-            members = public_members(obj, request.get("extra") or (), bool(request.get("private")))
-            answer["members"] = {name: [kind, flag] for name, (kind, flag) in members.items()}
+            members = public_members(
+                obj, request.get("extra") or (), bool(request.get("private")), deprecations=deprecations, module_getattr=True
+            )
+            answer["members"] = member_table(members, deprecations)
             if request.get("signatures"):
                 answer["signatures"] = member_signatures(obj, members)
         except (Exception, SystemExit) as error:  # an import may even call sys.exit

@@ -283,7 +283,7 @@ class RuntimeIntrospector:
         raw = answer.get("members")
         if raw is None:
             return IntrospectionAnswer(None, str(answer.get("error", "unresolvable")), transient=False)
-        members = {name: Member(name, str(kind), bool(flag)) for name, (kind, flag) in raw.items()}
+        members = {name: Member.from_list(name, items) for name, items in raw.items()}
         found = answer.get("signatures")
         return IntrospectionAnswer(members, signatures=dict(found) if isinstance(found, dict) else None)
 

@@ -530,7 +530,7 @@ class JediIndex(APIIndex):
         if cached is None or not stamps_match(cached.get("files")):
             return False
         raw = cached.get("members")
-        members = {n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None
+        members = {n: Member.from_list(n, items) for n, items in raw.items()} if raw is not None else None
         with self._lock:
             self._memory.setdefault(key, members)
         return True
@@ -817,14 +817,14 @@ class JediIndex(APIIndex):
         if cached is None or not stamps_match(cached.get("files")):
             return False, None
         raw = cached.get("members")
-        return True, ({n: Member(n, k, bool(h)) for n, (k, h) in raw.items()} if raw is not None else None)
+        return True, ({n: Member.from_list(n, items) for n, items in raw.items()} if raw is not None else None)
 
     def _remember(self, path, entry, key, members, via, stamps, signatures: dict[str, Signature | None]) -> None:
         """Keep an answer (and the signatures of the path's callable members) in memory
         and on disk."""
         entry["paths"][key] = {
             "via": via,
-            "members": {n: [m.kind, m.has_members] for n, m in members.items()} if members is not None else None,
+            "members": {n: m.to_list() for n, m in members.items()} if members is not None else None,
             "files": stamps,
         }
         signature_keys = []

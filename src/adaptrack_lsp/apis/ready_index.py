@@ -118,3 +118,6 @@ class ReadyOnlyIndex(APIIndex):
 
     def lacking(self, path: tuple[str, ...], name: str, keyword: bool = False):
         return self.index.lacking(path, name, keyword) if self.index.ready(tuple(path)) else None
+
+    def deprecated_in(self, path: tuple[str, ...], name: str):
+        return self.index.deprecated_in(path, name) if self.index.ready(members_key(path)) else None

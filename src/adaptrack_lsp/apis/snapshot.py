@@ -20,6 +20,15 @@ Typed receivers (written by walks since format 2; optional)::
      "returns": {"pandas.read_excel": "pandas.core.frame.DataFrame", ...},
      "signatures": {"numpy.ndarray().sum()": ["axis", "dtype", "out", "**kwargs"], ...}
 
+Deprecations (written by walks since format 3; optional)::
+
+     "deprecated": {"numpy.chararray": "`np.chararray` is deprecated and will be ...", ...},
+     "classes": {"pandas.Timestamp": {"members": {...}, "deprecated": {"utcnow": "..."}}}
+
+map a dotted name (or, per class, a member name) to the message of a member that
+announces its deprecation (`introspect_worker.deprecation_of`); `Member.deprecated`
+carries it.
+
 ``classes`` holds what an instance of each class reachable from the public names has
 (keyed by where the class is defined, ``module.QualName``; "dynamic" is "any" when
 instances take any attribute, "values" for a data proxy whose unlisted attributes are
@@ -134,6 +143,8 @@ def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = M
     for path, entry in (data.get("classes") or {}).items():
         if not isinstance(entry, dict) or not isinstance(entry.get("members", {}), dict):
             raise SnapshotError(f"{origin}: class {path!r} must be an object with 'members'")
+        _validate_messages(entry.get("deprecated", {}), f"{origin}: class {path!r}: 'deprecated'")
+    _validate_messages(data.get("deprecated", {}), f"{origin}: 'deprecated'")
     roots = data.get("roots", [])
     if not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots):
         raise SnapshotError(f"{origin}: 'roots' must be a list of module names")
@@ -147,6 +158,11 @@ def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = M
             Signature.from_list(items)
         except ValueError as error:
             raise SnapshotError(f"{origin}: signature of {call!r}: {error}") from None
+
+
+def _validate_messages(messages: Any, where: str) -> None:
+    if not isinstance(messages, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in messages.items()):
+        raise SnapshotError(f"{where} must be an object of name -> message")
 
 
 def write_snapshot(data: Mapping[str, Any], path: str | os.PathLike) -> None:
@@ -177,6 +193,7 @@ class SnapshotIndex(APIIndex):
         self.root: str = data["root"]
         self.source = f"snapshot {self.package} {self.version}"
         kinds: Mapping[str, str] = data.get("kinds") or {}
+        deprecated: Mapping[str, str] = data.get("deprecated") or {}
         children: dict[tuple[str, ...], dict[str, Member]] = {}
         for name_path in data["names"]:
             parts = tuple(name_path.split("."))
@@ -186,7 +203,7 @@ class SnapshotIndex(APIIndex):
                 kind = kinds.get(child, "module" if depth + 1 < len(parts) else "unknown")
                 members = children.setdefault(parent, {})
                 if name not in members or members[name].kind == "unknown":
-                    members[name] = Member(name, kind, kind not in ("function", "keyword"))
+                    members[name] = Member(name, kind, kind not in ("function", "keyword"), deprecated.get(child, ""))
         self._children = children
         self.names: list[str] = list(data["names"])
         self.roots: tuple[str, ...] = tuple(dict.fromkeys([self.root, *(data.get("roots") or ())]))
@@ -233,8 +250,9 @@ class SnapshotIndex(APIIndex):
             entry = self._classes.get(class_path)
             if entry is None:
                 return None
+            deprecated = entry.get("deprecated") or {}
             found = {
-                name: Member(name, kind, kind not in ("function", "keyword"))
+                name: Member(name, kind, kind not in ("function", "keyword"), deprecated.get(name, ""))
                 for name, kind in (entry.get("members") or {}).items()
                 if isinstance(name, str) and isinstance(kind, str)
             }
@@ -296,11 +314,17 @@ def compat_v1_as_root(data: Mapping[str, Any], compat_prefix: str = "compat.v1")
         for name, items in (data.get("signatures") or {}).items()
         if name.startswith(prefix)
     }
+    deprecated = {
+        root + "." + name[len(prefix) :]: message
+        for name, message in (data.get("deprecated") or {}).items()
+        if name.startswith(prefix)
+    }
     return {
-        **{k: v for k, v in data.items() if k not in ("names", "kinds", "signatures")},
+        **{k: v for k, v in data.items() if k not in ("names", "kinds", "signatures", "deprecated")},
         "names": names,
         "kinds": kinds,
         "signatures": signatures,
+        "deprecated": deprecated,
         "transform": f"{root}.{compat_prefix}.X -> {root}.X",
     }
 
@@ -319,6 +343,7 @@ def names_to_snapshot(
     names: Iterable[str],
     kinds: Mapping[str, str] | None = None,
     signatures: Mapping[str, list[str]] | None = None,
+    deprecated: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "package": package,
@@ -327,41 +352,50 @@ def names_to_snapshot(
         "names": sorted(set(names)),
         "kinds": dict(kinds or {}),
         "signatures": {call: list(items) for call, items in sorted((signatures or {}).items())},
+        "deprecated": dict(sorted((deprecated or {}).items())),
     }
 
 
 def module_snapshot(package: str, submodules: Iterable[str] = ()) -> dict[str, Any]:
     """A shallow snapshot of `package` as importable in *this* process: its public names
     and those of the named `submodules` (e.g. ``("linalg", "random")``), with the
-    top-level modules marked as such and the signatures of the callables (as the
-    introspection worker writes them).  Names that raise on access are left out.
+    top-level modules marked as such, the signatures of the callables and the members
+    that announce their deprecation (as the introspection worker writes them).  Names
+    that raise on access are left out.
 
     Quick and deterministic (tests, benchmarks); `adaptrack-lsp index` walks a package
     fully, in the environment that is indexed."""
     import importlib
     import types
+    import warnings
 
-    from adaptrack_lsp.apis.introspect_worker import signature_of
+    from adaptrack_lsp.apis.introspect_worker import deprecation_of, signature_of
 
     module = importlib.import_module(package)
     names: list[str] = []
     kinds: dict[str, str] = {}
     signatures: dict[str, list[str]] = {}
+    deprecated: dict[str, str] = {}
     for prefix, owner in [(package, module), *((f"{package}.{s}", getattr(module, s)) for s in submodules)]:
         for name in dir(owner):
             if name.startswith("_"):
                 continue
-            try:
-                value = getattr(owner, name)
-            except Exception:
-                continue
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                try:
+                    value = getattr(owner, name)
+                except Exception:
+                    continue
             names.append(f"{prefix}.{name}")
+            message = deprecation_of(value, name, warned, reader=module_snapshot.__code__.co_filename)
+            if message:
+                deprecated[f"{prefix}.{name}"] = message
             if owner is module and isinstance(value, types.ModuleType):
                 kinds[f"{prefix}.{name}"] = "module"
             items = signature_of(value)
             if items is not None:
                 signatures[f"{prefix}.{name}()"] = items
-    return names_to_snapshot(package, str(getattr(module, "__version__", "") or "unknown"), names, kinds, signatures)
+    return names_to_snapshot(package, str(getattr(module, "__version__", "") or "unknown"), names, kinds, signatures, deprecated)
 
 
 def walk_snapshot(python: str, package: str, max_depth: int = DEFAULT_MAX_DEPTH, timeout_s: float = DEFAULT_WALK_TIMEOUT_S) -> dict:

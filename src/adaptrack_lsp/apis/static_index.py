@@ -19,6 +19,7 @@ class StaticIndex(APIIndex):
     unknown.  `versions`: top-level package -> version (what `packages` says).
     `modules`: dotted package path -> the module names importable under it (``""``:
     the top level), what `submodules` answers; other paths are unknown.
+    `deprecated`: dotted name -> deprecation message (`Member.deprecated`).
     """
 
     def __init__(
@@ -28,8 +29,10 @@ class StaticIndex(APIIndex):
         signatures: Mapping[str, Sequence[str] | Signature] | None = None,
         versions: Mapping[str, str] | None = None,
         modules: Mapping[str, Iterable[str]] | None = None,
+        deprecated: Mapping[str, str] | None = None,
     ):
         self.source = source
+        deprecated = dict(deprecated or {})
         self._members: dict[tuple[str, ...], dict[str, Member]] = {}
         self._leaves: set[tuple[str, ...]] = set()
         for name in names:
@@ -39,7 +42,7 @@ class StaticIndex(APIIndex):
             self._leaves.add(parts)
             for depth in range(1, len(parts)):
                 self._members.setdefault(parts[:depth], {})[parts[depth]] = Member(
-                    parts[depth], "name", True
+                    parts[depth], "name", True, deprecated.get(".".join(parts[: depth + 1]), "")
                 )
         self._signatures = {
             call.removesuffix("()") + "()": value if isinstance(value, Signature) else Signature.from_list(value)

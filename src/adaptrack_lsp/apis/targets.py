@@ -370,7 +370,7 @@ def walk_environment(python: str | os.PathLike, name: str, version: str, *, prog
             merged = dict(data)
             continue
         merged["names"] = sorted(set(merged["names"]) | set(data["names"]))
-        for key in ("kinds", "signatures", "classes", "class_paths", "returns"):
+        for key in ("kinds", "signatures", "deprecated", "classes", "class_paths", "returns"):
             merged[key] = {**(data.get(key) or {}), **(merged.get(key) or {})}
     if not walked:
         raise RuntimeError(f"no module of {name} {version} could be walked: " + "; ".join(failures))
@@ -445,7 +445,8 @@ class Target:
 def intersect_members(answers: Sequence[Mapping[str, Member] | None]) -> Mapping[str, Member] | None:
     """Members valid in every index that knows the path (None answers are unknown there,
     not a rejection): a name is kept where each knowing index lists it or takes any
-    attribute (a ``"*"`` member); ``"*"`` is kept only where all have it."""
+    attribute (a ``"*"`` member); ``"*"`` is kept only where all have it.  A member
+    deprecated in some version is deprecated (with that version's message)."""
     known = [answer for answer in answers if answer is not None]
     if not known:
         return None
@@ -459,7 +460,9 @@ def intersect_members(answers: Sequence[Mapping[str, Member] | None]) -> Mapping
         listed = [answer[name] for answer in known if name in answer]
         member = listed[0]
         has = any(m.has_members for m in listed)  # a wrong "no members" would reject valid chains
-        result[name] = member if has == member.has_members else Member(name, member.kind, has)
+        deprecated = next((m.deprecated for m in listed if m.deprecated), "")
+        same = has == member.has_members and deprecated == member.deprecated
+        result[name] = member if same else Member(name, member.kind, has, deprecated)
     if all(ANY_ATTRIBUTE in answer for answer in known):
         kind = "values" if any(answer[ANY_ATTRIBUTE].kind == "values" for answer in known) else "any"
         result[ANY_ATTRIBUTE] = Member(ANY_ATTRIBUTE, kind, False)
@@ -666,6 +669,27 @@ class TargetsIndex(APIIndex):
         if not lacking or not present:
             return None
         return package, lacking, present
+
+    def deprecated_in(self, path: tuple[str, ...], name: str) -> tuple[str, list[str]] | None:
+        """(package, the versions in which member `name` of `path` announces its
+        deprecation), the installed version included; None when none does or the
+        targets do not cover `path`."""
+        path = tuple(path)
+        if not self._usable() or not path:
+            return None
+        covering = self._covering(path[0])
+        if not covering:
+            return None
+        versions = []
+        for version, index in [(self._live_version(path[0]), self.live), *((t.version, t.index) for t in covering)]:
+            try:
+                members = index.members(path)
+            except Exception:  # noqa: BLE001 - an index failure is "unknown"
+                members = None
+            member = members.get(name) if members else None
+            if member is not None and member.deprecated:
+                versions.append(version)
+        return (covering[0].package, _versions(versions)) if versions else None
 
     def _live_version(self, root: str) -> str:
         try:

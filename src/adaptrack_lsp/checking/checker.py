@@ -179,6 +179,8 @@ class Checker:
         if self.index.wait_ready(waiting, QUIET_WAIT_S):
             return
         waiting = [p for p in waiting if not self.index.ready(p)]
+        if not waiting:
+            return
         if self.progress is not None:
             shown = ", ".join(describe_key(p) for p in waiting[:4]) + (f" and {len(waiting) - 4} more" if len(waiting) > 4 else "")
             self.progress(f"computing the API members of {shown}")
@@ -192,7 +194,7 @@ class _Walk:
     """One walk of one parsed document against one index view."""
 
     def __init__(self, index, tree, source: bytes, local_modules: frozenset[str]):
-        from adaptrack_lsp.apis.imports import imported_modules, learn_roots
+        from adaptrack_lsp.apis.imports import ambiguous_roots, imported_modules, learn_roots
         from adaptrack_lsp.apis.receivers import DocumentScopes, assigned_attribute_names
 
         self.index = index
@@ -203,8 +205,10 @@ class _Walk:
         self.document = document
         roots = learn_roots(document)
         self.scopes = DocumentScopes(tree, roots)
-        # an alias the document also binds some other way may not be the module
-        self.roots = {alias: path for alias, path in roots.items() if not self.scopes.bound_otherwise(alias)}
+        # an alias the document also binds some other way, or imports from two places
+        # (a fallback for what may not be installed), may not be the module
+        ambiguous = ambiguous_roots(document)
+        self.roots = {alias: path for alias, path in roots.items() if alias not in ambiguous and not self.scopes.bound_otherwise(alias)}
         self.assigned = assigned_attribute_names(document, tree=tree)
         edges: dict[tuple[str, ...], set[str]] = {}
         for module in imported_modules(document):
@@ -222,20 +226,23 @@ class _Walk:
             self._versions = {}
 
     # -- the index, cached for this walk -------------------------------------------------
-    def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
-        if path in self._members:
-            return self._members[path]
+    def members(self, path: tuple[str, ...], imported: bool = True) -> Mapping[str, Member] | None:
+        """The index's members of `path`; with `imported`, plus the submodules the
+        document's own imports load (``import a.b`` makes ``a.b`` exist at run time)."""
+        key = (path, imported)
+        if key in self._members:
+            return self._members[key]
         self.asked_roots.add(path[0])
         try:
             found = self.index.members(path)
         except Exception as error:  # noqa: BLE001 - an index failure is unknown
             log.debug("members of %s failed: %s", dotted(path), error)
             found = None
-        if found is not None:
+        if found is not None and imported:
             extra = self.module_edges.get(path)
             if extra:
                 found = {**found, **{name: Member(name, "module") for name in extra if name not in found}}
-        self._members[path] = found
+        self._members[key] = found
         return found
 
     def submodules(self, path: tuple[str, ...]) -> frozenset[str] | None:
@@ -394,7 +401,7 @@ class _Walk:
         start = self._line_starts[row]
         return row + 1, len(self.source[start:byte].decode("utf-8", "surrogatepass")) + 1
 
-    def add(self, kind: str, node_start, node_end, name: str, message: str, targets=(), path=(), member="") -> None:
+    def add(self, kind: str, node_start, node_end, name: str, message: str, targets=(), path=(), member="", deprecated=False) -> None:
         line, column = self.position(node_start.start_byte)
         end_line, end_column = self.position(node_end.end_byte)
         self.result.findings.append(
@@ -411,6 +418,7 @@ class _Walk:
                 targets=tuple(t for t in targets if t),
                 path=tuple(path),
                 member=member,
+                deprecated=deprecated,
             )
         )
 
@@ -438,7 +446,7 @@ class _Walk:
             if name in modules:
                 continue
             if depth:
-                members = self.members(parent)
+                members = self.members(parent, imported=False)
                 if members is None or ANY_ATTRIBUTE in members:
                     return None
                 member = members.get(name)
@@ -496,6 +504,9 @@ class _Walk:
         for name_node in names:
             name = _text(name_node)
             self.count("import")
+            if name in members and members[name].deprecated:
+                self.deprecation(name_node, f"{dotted(path)}.{name}", path, members[name])
+                continue
             if name in members or (modules is not None and name in modules):
                 continue
             if modules is None:
@@ -588,6 +599,9 @@ class _Walk:
         self.count(kind)
         if members is None:
             return
+        if name in members and members[name].deprecated:
+            self.deprecation(attribute, f"{self.written(receiver)}.{name}", path, members[name])
+            return
         parent = node.parent
         called = parent is not None and parent.type == "call" and parent.child_by_field_name("function") == node
         if ANY_ATTRIBUTE in members:
@@ -615,10 +629,28 @@ class _Walk:
                 message = f"{written} does not exist{where}"
         self.add(kind, attribute, attribute, written, message, lacking, path, name)
 
+    def deprecation(self, node, written: str, path: tuple[str, ...], member: Member) -> None:
+        """A use of a member that announces its deprecation (`Member.deprecated`): a hint,
+        not an absence; the versions are those deprecating it (version targets) or the
+        installed one."""
+        from adaptrack_lsp.apis.deprecations import deprecation_note
+
+        try:
+            found = self.index.deprecated_in(path, member.name)
+        except Exception:  # noqa: BLE001 - the versions only decorate the message
+            found = None
+        if found:
+            targets, where = tuple(f"{found[0]} {v}" for v in found[1]), f" in {found[0]} {', '.join(found[1])}"
+        else:
+            version = self.version(path[0])
+            targets, where = (version,) if version else (), f" in {version}" if version else ""
+        message = deprecation_note(written, where, member.deprecated)
+        self.add("deprecated", node, node, written, message, targets, path, member.name, deprecated=True)
+
     def describe_value(self, path: tuple[str, ...]) -> str:
         """What a typed path is, for a message: ``a np.ndarray``, ``what np.zeros() returns``."""
         callee = path[:-1]
-        members = self._members.get(callee[:-1]) if len(callee) > 1 else None
+        members = self._members.get((callee[:-1], True)) if len(callee) > 1 else None
         member = members.get(callee[-1]) if members else None
         if member is not None and member.kind == "class":
             return f"a {self.describe(callee)}"

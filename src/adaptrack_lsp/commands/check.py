@@ -3,8 +3,8 @@ in the environment or in a version target (docs/check.md).
 
 Files or folders (default ``.``; hidden folders, virtual environments and
 ``site-packages`` are skipped) are checked one at a time by `checking.checker.Checker`
-against the index completions would get (``--python``, ``--snapshot``, ``--target``,
-``--target-from`` as in ``explain``).  Findings go to stdout in ``--format`` (text,
+against the index completions would get (``--python``, ``--target``, ``--target-from`` as in
+``explain``; ``--snapshot`` as in ``complete``: a snapshot answers for its own package).  Findings go to stdout in ``--format`` (text,
 json, github, sarif); progress, skipped files and regions that do not parse go to
 stderr.  Exit status: 0 nothing found, 1 something found, 2 bad usage (a path that
 does not exist, an interpreter that cannot run), 3 a version target that cannot be
@@ -30,7 +30,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to check (default: the working directory)")
     parser.add_argument("--format", default="text", choices=FORMATS, help="output format (default: text, path:line:col: message)")
     parser.add_argument("--python", default=None, help="interpreter (or environment folder) whose installed packages define what exists")
-    parser.add_argument("--snapshot", default=None, help="API snapshot JSON instead of the live environment")
+    parser.add_argument(
+        "--snapshot",
+        action="append",
+        default=None,
+        metavar="FILE|PACKAGE",
+        help="check the snapshot's package against an API snapshot instead of the environment: a snapshot file, "
+        "or the name of a snapshot bundled with adaptrack-lsp (tensorflow); other packages come from the environment",
+    )
     parser.add_argument(
         "--trust-workspace",
         action="store_true",
@@ -50,7 +57,7 @@ def _settings(args):
     from adaptrack_lsp.commands.target_options import target_settings
     from adaptrack_lsp.config import model_argument, parse_settings
 
-    raw = {"pythonPath": args.python, "apiSnapshot": args.snapshot}
+    raw = {"pythonPath": args.python}
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
     if args.model:
@@ -112,8 +119,14 @@ def run(args) -> int:
         args.python = os.path.abspath(os.path.expanduser(args.python)) if os.sep in args.python or os.path.exists(args.python) else args.python
         if os.sep in args.python and not os.path.exists(args.python):
             return fail(f"--python {args.python}: no such interpreter or environment")
-    if args.snapshot and not os.path.isfile(args.snapshot):
-        return fail(f"--snapshot {args.snapshot}: no such file")
+    snapshots = []
+    if args.snapshot:
+        from adaptrack_lsp.apis.routed import resolve_snapshot
+
+        try:
+            snapshots = [resolve_snapshot(value) for value in args.snapshot]
+        except FileNotFoundError as error:
+            return fail(f"--snapshot {error}")
     try:
         settings, problems = _settings(args)
     except ValueError as error:
@@ -125,7 +138,12 @@ def run(args) -> int:
     from adaptrack_lsp.constrainers.environment import ConstraintEnvironment
 
     progress = _Progress()
-    environment = ConstraintEnvironment(os.getcwd())
+    factory = None
+    if snapshots:
+        from adaptrack_lsp.apis.routed import snapshot_index_factory
+
+        factory = snapshot_index_factory(snapshots)
+    environment = ConstraintEnvironment(os.getcwd(), factory)
     environment.target_progress = target_printer("check")
     try:
         index, info = environment.api_index(settings)
@@ -144,11 +162,12 @@ def run(args) -> int:
         if args.suggest:
             from adaptrack_lsp.checking.fixes import Suggester
 
-            suggester = Suggester(settings, environment, progress=progress.line)
+            suggester = Suggester(settings, environment, progress=progress.line, checker=checker)
         report = Report(args.format, sys.stdout)
         project = ProjectModules(paths)
         files = 0
-        for position, path in enumerate(python_files(paths), 1):
+        for position, found in enumerate(python_files(paths), 1):
+            path = os.path.normpath(found)
             progress.say(f"checking {path} ({position} files so far)")
             text, skipped = read_source(path)
             if text is None:
@@ -163,7 +182,9 @@ def run(args) -> int:
             findings = [f for f in result.findings if not (args.no_deprecated and f.deprecated)]
             items = []
             for finding in findings:
-                suggestions = suggester.suggest(text, finding, path=path) if suggester is not None else None
+                suggestions = (
+                    suggester.suggest(text, finding, path=path, local_modules=project.for_file(path)) if suggester is not None else None
+                )
                 items.append(record(path, finding, suggestions))
             report.add(items)
         progress.done()

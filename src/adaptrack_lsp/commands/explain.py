@@ -16,6 +16,7 @@ the rejected offset, and the rejecting part says why (`Constrainer.rejection`).
 `--target SPEC` / `--target-from FILE` add version targets (docs/versions.md): the text
 must then be valid in each target version too; a target that cannot be built (offline,
 no wheel) exits 3 naming it.
+`--avoid-deprecated`: deprecated APIs count as absent (the setting ``avoidDeprecated``).
 `--stdin-jsonl` checks many texts in one process: one ``{"prefix": ..., "text": ...}``
 per line in (the prefix is the document before the cursor, nothing after it), one
 ``{"accepted", "complete", "offset", "reason"}`` per line out.
@@ -84,6 +85,11 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="the working directory is trusted: use its .venv/venv and allow runtime introspection",
     )
+    parser.add_argument(
+        "--avoid-deprecated",
+        action="store_true",
+        help="deprecated APIs count as absent, as completions with the setting avoidDeprecated",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     from adaptrack_lsp.commands.target_options import add_target_arguments
 
@@ -121,6 +127,7 @@ class Explainer:
     def explain(self, prefix: str, text: str, suffix: str = "", path: str = "") -> dict:
         """The verdict for `text` after `prefix` (and before `suffix`) in the file `path`
         (its folder's modules are importable; "" for none)."""
+        from adaptrack_lsp.apis.deprecations import decoding_index
         from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
         from adaptrack_lsp.completion.pipeline import wait_for_paths
         from adaptrack_lsp.completion.request import CompletionRequest
@@ -131,7 +138,11 @@ class Explainer:
         if self.index is not None:
             wait_for_paths(self.index, request.needed_paths, given_up, self.progress)
         while True:
-            view = ReadyOnlyIndex(self.index, unknown=given_up, wait_optional=True) if self.index is not None else None
+            view = (
+                ReadyOnlyIndex(decoding_index(self.index, self.settings), unknown=given_up, wait_optional=True)
+                if self.index is not None
+                else None
+            )
             arguments: dict = {}
             for part in self.parts:
                 arguments.update(PARTS[part](view))
@@ -173,6 +184,8 @@ def _settings(args):
     raw = {"pythonPath": args.python, "apiSnapshot": args.snapshot}
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
+    if args.avoid_deprecated:
+        raw["avoidDeprecated"] = True
     raw.update(target_settings(args, "explain"))
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 

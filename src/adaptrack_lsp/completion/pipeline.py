@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptrack_lsp.apis.deprecations import decoding_index
 from adaptrack_lsp.apis.index import describe_key, key_path
 from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
 from adaptrack_lsp.completion.request import INDEX_PENDING, CompletionRequest, RequestControl
@@ -143,8 +144,8 @@ def run(
                 return indexing_result(request, pending, info, started, index)
     answer_now = request.mode == "inline" and not wait_for_index
     while True:
-        view = (
-            ReadyOnlyIndex(index, unknown=given_up, answer_now=answer_now, wait_optional=wait_for_index)
+        view = (  # avoidDeprecated: deprecated members do not exist for the decode
+            ReadyOnlyIndex(decoding_index(index, request.settings), unknown=given_up, answer_now=answer_now, wait_optional=wait_for_index)
             if index is not None
             else None
         )

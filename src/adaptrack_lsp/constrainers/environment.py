@@ -238,7 +238,7 @@ class ConstraintEnvironment:
                 index = self._index_factory(settings, self.workspace_root)
                 if index is None:
                     return None, ConstraintInfo(source="none")
-                return index, ConstraintInfo(source=getattr(index, "source", "") or "custom")
+                return self._with_targets(index, ConstraintInfo(source=getattr(index, "source", "") or "custom"), settings)
             if settings.api_snapshot:
                 from adaptrack_lsp.apis.index import SnapshotIndex
 
