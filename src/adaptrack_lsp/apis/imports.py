@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 
 _PARSER = None
 _IMPORT_QUERY = None
+#: one parse at a time through the shared parser (the completion path and the
+#: diagnostics thread both parse documents)
+PARSE_LOCK = threading.RLock()
 #: the lines that can belong to an import statement (its continuation lines included)
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
 _ROOTS_CACHE: dict[tuple, tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]], frozenset[str]]] = {}
@@ -108,7 +112,8 @@ class _Bindings(dict):
 def _learn_roots_uncached(document: str) -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, ...]], frozenset[str]]:
     roots: dict[str, tuple[str, ...]] = _Bindings()
     modules: set[tuple[str, ...]] = set()
-    tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
+    with PARSE_LOCK:
+        tree = _parser().parse(document.encode("utf-8", "surrogatepass"))
     for node in _import_statements(tree):
         if node.type == "import_statement":
             for child in node.children_by_field_name("name"):
