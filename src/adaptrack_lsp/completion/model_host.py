@@ -70,6 +70,9 @@ class ModelHost:
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="adaptrack-model")
         self._load_lock = threading.Lock()
         self._load_ticket = 0
+        #: hears the model's background work after loading (the built-in model learning
+        #: a library a document imports): progress(message), "" when it is done
+        self.library_progress: Callable[[str], None] | None = None
 
     @property
     def ready(self) -> bool:

@@ -5,11 +5,16 @@ document being edited.
 Why this model: it has to write plausible Python without a download on a 2-core machine
 with no GPU.  A small transformer trained on 2 CPU cores learns far too slowly (a 5.5M
 parameter model reached a loss of 5.2 after 6 minutes); counting does not need
-training.  Two parts, mixed per token:
+training.  These parts, mixed per token:
 
 - the corpus model: interpolated modified Kneser–Ney of order 6 (`ngram.py`) over a
   16k byte-level BPE trained on the same corpus with the Qwen2 pre-tokenizer split (a
   ``.name`` after a dot is one token, so six tokens see about one line);
+- the shards of the libraries the document imports (`shards.py`): the same kind of
+  tables counted from each library's installed sources in the project's environment,
+  mixed into the corpus model per token with weights (`SHARD_WEIGHTS`) that favour a
+  library's shard after its own names (``pd.``, ``df.`` of a pandas type) and the
+  base model elsewhere (`prepare_libraries`, `use_libraries`);
 - the document model: the tokens that followed earlier occurrences of the longest
   suffix of the context in the prompt itself (code repeats its own names), weighted by
   the characters c of that suffix as c / (c + 6).  On held-out files it doubles
@@ -19,7 +24,9 @@ training.  Two parts, mixed per token:
   names each of those modules defines (top-level functions, classes, assignments and
   relative re-exports) and which methods and class attributes each of their classes
   has; after ``owner.`` where the owner is such a module (by its file name: ``utils.``
-  for ``pkg/utils.py``, or the alias the header names) or class, the next token is also
+  for ``pkg/utils.py``, or the alias the header names) or class (or a name typed with
+  the class: ``stock: Stock``, ``stock = Stock(``, or the request's typed receivers,
+  `LibraryHints.classes`), the next token is also
   drawn, with weight `MEMBER_WEIGHT`, from the names' tokens (so names from ``utils.py``
   are proposed in ``main.py``).  The suffix matches stay within the current file (the
   last ``# Path:`` section): copying a snippet's signature (defaults included) into a
@@ -30,7 +37,7 @@ training.  Two parts, mixed per token:
   repeats a 4-gram of the same line keeps a small share of its probability; past 60
   characters, closing brackets and a balanced line end gain.
 
-Both give full distributions; every token has probability > 0, so every decoder and the
+All give full distributions; every token has probability > 0, so every decoder and the
 prefix tree work unchanged.  The model has no fill-in-the-middle tokens: prompts are
 the text before the cursor (`context.PromptBuilder` plans them so).
 
@@ -59,7 +66,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +75,7 @@ import numpy as np
 from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PromptInfo
 from adaptrack_lsp.completion.lm.corpus import STDLIB, CorpusPackage, CorpusReport, corpus_files, identity, read_corpus
 from adaptrack_lsp.completion.lm.ngram import NGramTables, build_tables
+from adaptrack_lsp.completion.lm.shards import LibraryHints, LibraryShards, imported_modules, receiver_class
 from adaptrack_lsp.config import cache_root
 
 logger = logging.getLogger(__name__)
@@ -105,6 +113,39 @@ MEMBER_WEIGHT = 0.6
 SHARED_RUN_WEIGHT = 4.0
 #: each use of ``owner.member`` earlier in the current file multiplies its weight by this + 1
 USED_WEIGHT = 2.0
+#: the library shards' share of the corpus model, by where the next token is
+#: (`BuiltinLanguageModel._library_position`): "own" in an attribute chain whose root
+#: names a library with a shard (``pd.``, ``df.`` of a pandas type; all of it to that
+#: shard), "module" in a chain whose root names anything else the document imports or
+#: types (``os.path.``, ``np.`` where numpy has no shard), "chain" in a chain of an
+#: unknown name (``self.``, a local), "line" elsewhere on a line that names libraries
+#: with shards (to those), "other" everywhere else; outside "own" and "line" the
+#: document's shards share the weight.  Fitted by EM on held-out files
+#: (`shards.fit_shard_weights`, ``benchmarks/builtin_model.py --fit matplotlib,sympy
+#: --files 30 --tokens 1500``: the tests of two libraries not measured on, rounded, at
+#: most 0.99; docs/builtin-model.md).  Per kind, by how the shards' longest matched
+#: context compares with the base model's: a shard that has seen more of the context
+#: than the base model knows more there.
+SHARD_WEIGHTS = {
+    "own": {"shorter": 0.24, "same": 0.93, "longer": 0.99},
+    "module": {"shorter": 0.02, "same": 0.11, "longer": 0.09},
+    "chain": {"shorter": 0.30, "same": 0.75, "longer": 0.99},
+    "line": {"shorter": 0.17, "same": 0.61, "longer": 0.91},
+    "other": {"shorter": 0.30, "same": 0.51, "longer": 0.94},
+}
+#: the document model's weight is multiplied by this where shards share the position
+#: (same keys).  The fit of `SHARD_WEIGHTS` proposes 0.5 to 0.75 at ``chain`` and ``own
+#: longer`` positions; with those, chain exact match at pandas' 120 benchmark cursors
+#: stayed 0.275, so the document model keeps its weight everywhere (1.0)
+DOCUMENT_SCALE = {kind: dict.fromkeys(("shorter", "same", "longer"), 1.0) for kind in SHARD_WEIGHTS}
+#: an attribute chain ending at the next token (``pd.read_``, ``np.linalg.``): its root
+_CHAIN_AT_END = re.compile(r"(?<![\w.])([^\W\d]\w*)(?:[ \t]*\.[ \t]*[^\W\d]\w*)*[ \t]*\.[ \t]*\w*\Z")
+#: a name followed by a dot (a chain's root) anywhere on a line
+_CHAIN_ROOT = re.compile(r"(?<![\w.])([^\W\d]\w*)[ \t]*\.")
+#: a name bound to an instance of a class in the current file: ``stock: Stock``,
+#: ``stock = Stock(`` (for the member model, where the document's own analysis has none)
+_ANNOTATED = re.compile(r"(?<![\w.])([^\W\d]\w*)[ \t]*:[ \t]*[\"']?([A-Z]\w*)[\"']?[ \t]*[,)=\n]")
+_CONSTRUCTED = re.compile(r"(?<![\w.])([^\W\d]\w*)[ \t]*=[ \t]*([A-Z]\w*)\(")
 #: a line naming a file in the prompt's project context (`context.plain_header`): its
 #: path and the aliases the current file imports it (or its names) by
 _FILE_HEADER = re.compile(r"^# Path: (\S[^\n(]*?)(?: \(([^)\n]*)\))?[ \t]*$", re.M)
@@ -356,6 +397,92 @@ class BuiltinLanguageModel(LanguageModel):
         self._continues_name = np.array([bool(t) and (t[0].isalnum() or t[0] == "_") for t in self.vocab.texts])
         #: the prompt index where the current file starts (after the context block)
         self._current_start = 0
+        #: the request's library shards and typed names (`use_libraries`)
+        self._hints = LibraryHints()
+        self._shard_weights = {kind: dict(by_relation) for kind, by_relation in SHARD_WEIGHTS.items()}
+        self._document_scale = {kind: dict(by_relation) for kind, by_relation in DOCUMENT_SCALE.items()}
+        #: name -> class for names the current file binds to a context class (`_ANNOTATED`)
+        self._annotated: dict[str, str] = {}
+        self._libraries: LibraryShards | None = None
+
+    # -- library shards ------------------------------------------------------------------
+    @property
+    def libraries(self) -> LibraryShards:
+        """The shards of this model (created at first use)."""
+        if self._libraries is None:
+            packages = self.manifest.get("corpus", {}).get("packages", [])
+            base_corpus = {p["module"]: p["version"] for p in packages if p.get("module") != STDLIB}
+            self._libraries = LibraryShards(recipe_key(self.recipe), self.tokenizer.to_str(), self.vocab.size, base_corpus)
+        return self._libraries
+
+    def prepare_libraries(
+        self,
+        *,
+        imports: Mapping[str, tuple[str, ...]],
+        receivers: Mapping[str, tuple[str, ...]] = {},
+        context_texts: Sequence[str] = (),
+        python_path: str | None = None,
+        workspace_root: str | None = None,
+        trusted: bool = False,
+        build: str = "background",
+        progress: Callable[[str], None] | None = None,
+    ) -> LibraryHints:
+        """The hints for a request (`use_libraries`): the shards of the top-level modules
+        the document imports (`imports`: name -> module path), its typed receivers name
+        (name -> typed path) and the context's files import, in the environment the API
+        index reads; shards not built yet are built "now", in the "background" or
+        "never" (`build`; `LibraryShards.hints`)."""
+        owners = {name: path[0] for name, path in imports.items() if path}
+        owners.update({name: path[0] for name, path in receivers.items() if path and name not in owners})
+        modules = [*owners.values(), *(m for text in context_texts for m in imported_modules(text))]
+        classes = {name: found for name, path in receivers.items() if (found := receiver_class(tuple(path)))}
+        libraries = self.libraries
+        environment = libraries.environment(python_path, workspace_root, trusted)
+        return libraries.hints(modules, owners, classes, environment, workspace_root, build=build, progress=progress)
+
+    def use_libraries(self, hints: LibraryHints | None) -> None:
+        """Condition the following distributions on a request's library hints (None: none)."""
+        self._hints = hints if hints is not None else LibraryHints()
+
+    def _library_position(self, line: str) -> tuple[str, tuple[str, ...]]:
+        """The kind of position the next token is at (see `SHARD_WEIGHTS`) and the
+        libraries whose shards share the weight there."""
+        hints = self._hints
+        match = _CHAIN_AT_END.search(line)
+        if match is not None:
+            module = hints.owners.get(match.group(1))
+            if module is not None:
+                return "own", (module,)
+            return ("module" if match.group(1) in hints.others else "chain"), tuple(hints.shards)
+        named = tuple(dict.fromkeys(hints.owners[n] for n in _CHAIN_ROOT.findall(line) if n in hints.owners))
+        return ("line", named) if named else ("other", tuple(hints.shards))
+
+    def _library_parts(self, context: list[int], line: str) -> tuple[tuple[str, str] | None, np.ndarray, np.ndarray | None]:
+        """The base model's next-token distribution and, where shards share the position,
+        its kind and relation (`SHARD_WEIGHTS`) and the mean of their distributions."""
+        base, base_match = self.tables.distribution_and_match(context[-(self.tables.order - 1) :])
+        if not self._hints.shards:
+            return None, base, None
+        kind, modules = self._library_position(line)
+        if not modules:
+            return None, base, None
+        mixed, longest = None, 0
+        for module in modules:
+            shard = self._hints.shards[module]
+            probs, matched = shard.distribution_and_match(context[-(shard.order - 1) :])
+            mixed = probs if mixed is None else mixed + probs
+            longest = max(longest, matched)
+        relation = "longer" if longest > base_match else "same" if longest == base_match else "shorter"
+        return (kind, relation), base, mixed / len(modules)
+
+    def _corpus_distribution(self, context: list[int], line: str) -> tuple[np.ndarray, float]:
+        """The base model's next-token distribution mixed with the request's shards, and
+        the scale of the document model's weight there (`DOCUMENT_SCALE`)."""
+        where, base, shards = self._library_parts(context, line)
+        if where is None:
+            return base, 1.0
+        weight = self._shard_weights[where[0]][where[1]]
+        return (1.0 - weight) * base + weight * shards, self._document_scale[where[0]][where[1]]
 
     def set_prompt(
         self, prompt_ids: Sequence[int], max_new_tokens: int = 0, cache_key: Hashable | None = None
@@ -381,6 +508,11 @@ class BuiltinLanguageModel(LanguageModel):
         self._prompt_in_code, self._prompt_state = in_code, state
         self._current_start = first + section
         self._member_uses = collections.Counter(_ATTRIBUTE.findall(current)) if self._members else collections.Counter()
+        self._annotated = (
+            {name: cls for pattern in (_ANNOTATED, _CONSTRUCTED) for name, cls in pattern.findall(current) if cls in self._members}
+            if self._members
+            else {}
+        )
         self._member_weight_cache = {}
         newline_tokens = [i for i, t in enumerate(self._prompt) if b"\n" in self.vocab.token_bytes[t]]
         self._prompt_line_start = newline_tokens[-1] + 1 if newline_tokens else 0
@@ -398,12 +530,13 @@ class BuiltinLanguageModel(LanguageModel):
     def _probabilities(self, path: list[int]) -> np.ndarray:
         """The unnormalised next-token distribution after prompt + `path`."""
         context = self._prompt + path
-        probs = self.tables.distribution(context[-(self.tables.order - 1) :])
+        line = self._line_text(path)
+        probs, document_scale = self._corpus_distribution(context, line)
         state = scan_code("".join(self.vocab.texts[t] for t in path), self._prompt_state)[0] if path else self._prompt_state
         document, match = self._document_distribution(context, state.in_code)
         if document is not None:
             matched = int(self.vocab.byte_lengths[context[len(context) - match :]].sum())
-            weight = matched / (matched + self._document_weight)
+            weight = min(document_scale * matched / (matched + self._document_weight), 0.99)
             probs = (1.0 - weight) * probs + weight * document
         if state.in_code and self._members:
             found = self._member_distribution(context)
@@ -415,7 +548,6 @@ class BuiltinLanguageModel(LanguageModel):
                     members = members + ended * after / max(after.sum(), 1e-300)
                 probs = (1.0 - self._member_weight) * probs + self._member_weight * members
         if state.in_code:
-            line = self._line_text(path)
             words = line.split(None, 1)
             header = bool(words) and words[0].rstrip(":") in BLOCK_KEYWORDS
             probs = probs * self._brackets.factors(state, header, line.rstrip().endswith(":"), len(line))
@@ -462,7 +594,10 @@ class BuiltinLanguageModel(LanguageModel):
         match = _MEMBER_ACCESS.search(tail)
         if match is None:
             return None
-        sequences = self._members.get(match.group(1))
+        owner = match.group(1)
+        if owner not in self._members:  # a typed name: the members of its class
+            owner = self._hints.classes.get(owner) or self._annotated.get(owner) or owner
+        sequences = self._members.get(owner)
         if not sequences:
             return None
         typed, partial = [], match.group(2)
@@ -476,7 +611,7 @@ class BuiltinLanguageModel(LanguageModel):
             return None
         depth = len(typed)
         line = tail[tail.rfind("\n") + 1 : match.start()]
-        weights = self._member_weights(match.group(1), line)
+        weights = self._member_weights(owner, line, match.group(1))
         following, counts, ended = [], [], 0.0
         for sequence, weight in zip(sequences, weights):
             if len(sequence) >= depth and list(sequence[:depth]) == typed:
@@ -491,20 +626,22 @@ class BuiltinLanguageModel(LanguageModel):
         mass = np.bincount(np.asarray(following, dtype=np.int64), weights=counts, minlength=self.vocab.size)
         return mass / total, ended / total
 
-    def _member_weights(self, owner: str, line: str) -> list[float]:
+    def _member_weights(self, owner: str, line: str, written: str | None = None) -> list[float]:
         """Each member of `owner` weighted by the longest run of characters it shares with
         a name on the cursor's line (lower case): ``chi2 = _stats.`` favours
         ``_SimpleChi2`` (1 when none shares 3 or more), times 1 + `USED_WEIGHT` per use
-        (up to 4) of ``owner.member`` earlier in the current file."""
-        words = tuple(sorted({w.lower() for w in re.findall(r"[^\W\d]\w*", line) if w != owner and not keyword.iskeyword(w)}))
-        key = (owner, words)
+        (up to 4) of ``written.member`` earlier in the current file (`written`: the name
+        the file writes before the dot, `owner` unless it is a typed name of that class)."""
+        written = written or owner
+        words = tuple(sorted({w.lower() for w in re.findall(r"[^\W\d]\w*", line) if w not in (owner, written) and not keyword.iskeyword(w)}))
+        key = (owner, written, words)
         cached = self._member_weight_cache.get(key)
         if cached is None:
             cached = []
             for sequence in self._members[owner]:
                 name = self.vocab.decode(list(sequence)).lower()
                 run = max((_longest_common_run(name, word) for word in words), default=0)
-                used = min(4, self._member_uses.get((owner, self.vocab.decode(list(sequence))), 0))
+                used = min(4, self._member_uses.get((written, self.vocab.decode(list(sequence))), 0))
                 cached.append((1.0 + SHARED_RUN_WEIGHT * (run - 2) if run >= 3 else 1.0) * (1.0 + USED_WEIGHT * used))
             if len(self._member_weight_cache) > 256:
                 self._member_weight_cache.clear()
@@ -540,6 +677,24 @@ class BuiltinLanguageModel(LanguageModel):
         state = scan_code("".join(self.vocab.texts[t] for t in path), self._prompt_state)[0]
         document, match = self._document_distribution(context, state.in_code)
         return self.tables.distribution(context[-(self.tables.order - 1) :]), document, match
+
+    def library_parts(self, path: Sequence[int], token: int) -> tuple[str, float, float | None, float, float]:
+        """What `SHARD_WEIGHTS` is fitted on, at prompt + `path` for the next `token`: the
+        kind of position and relation (``"own longer"``), P(token) under the base model,
+        under the shards sharing the position (their mean; None without any), under the
+        document model, and the document model's weight (0 without a match)."""
+        path = [int(t) for t in path]
+        context = self._prompt + path
+        where, base, shards = self._library_parts(context, self._line_text(path))
+        kind = " ".join(where) if where is not None else ""
+        shard = float(shards[token]) if shards is not None else None
+        state = scan_code("".join(self.vocab.texts[t] for t in path), self._prompt_state)[0] if path else self._prompt_state
+        document, match = self._document_distribution(context, state.in_code)
+        if document is None:
+            return kind, float(base[token]), shard, 0.0, 0.0
+        matched = int(self.vocab.byte_lengths[context[len(context) - match :]].sum())
+        weight = matched / (matched + self._document_weight)
+        return kind, float(base[token]), shard, float(document[token]), weight
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
@@ -732,6 +887,35 @@ class _Progress:
             self.bar.close()
 
 
+def corpus_token_stream(
+    tokenizer, texts: list[str], order: int, progress: Callable[[float], None] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`texts` tokenized into one stream for `build_tables`: (tokens, counted flags).
+
+    A document starts after order - 1 end-of-text tokens; the first of them ends the
+    previous document (a prediction), the others are padding.  `progress(fraction)`
+    after each batch."""
+    eos = tokenizer.token_to_id(END_OF_TEXT)
+    vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+    token_dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
+    pieces, counted = [], []
+    batch = 128
+    for begin in range(0, len(texts), batch):
+        for encoding in tokenizer.encode_batch(texts[begin : begin + batch], add_special_tokens=False):
+            pieces.append(np.full(order - 1, eos, dtype=token_dtype))
+            flags = np.zeros(order - 1, dtype=bool)
+            flags[0] = len(pieces) > 1
+            counted.append(flags)
+            ids = np.asarray(encoding.ids, dtype=token_dtype)
+            pieces.append(ids)
+            counted.append(np.ones(len(ids), dtype=bool))
+        if progress is not None:
+            progress(min(1.0, (begin + batch) / len(texts)))
+    pieces.append(np.full(1, eos, dtype=token_dtype))
+    counted.append(np.ones(1, dtype=bool))
+    return np.concatenate(pieces), np.concatenate(counted)
+
+
 def build_model(
     recipe: dict | None = None,
     progress: Callable[[str, int | None], None] | None = None,
@@ -771,30 +955,13 @@ def build_model(
         )
         tokenizer.train_from_iterator(texts[:: recipe["tokenizer_every"]], trainer=trainer)
         vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
-        eos = tokenizer.token_to_id(END_OF_TEXT)
         bar.stage("tokenizer", 1.0, "tokenizing the corpus")
 
         order = recipe["order"]
-        token_dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
-        pieces, counted = [], []
-        batch = 128
-        for begin in range(0, len(texts), batch):
-            for encoding in tokenizer.encode_batch(texts[begin : begin + batch], add_special_tokens=False):
-                # a document starts after order - 1 end-of-text tokens; the first of them
-                # ends the previous document (a prediction), the others are padding
-                pieces.append(np.full(order - 1, eos, dtype=token_dtype))
-                flags = np.zeros(order - 1, dtype=bool)
-                flags[0] = len(pieces) > 1
-                counted.append(flags)
-                ids = np.asarray(encoding.ids, dtype=token_dtype)
-                pieces.append(ids)
-                counted.append(np.ones(len(ids), dtype=bool))
-            bar.stage("encode", (begin + batch) / len(texts), "tokenizing the corpus")
-        pieces.append(np.full(1, eos, dtype=token_dtype))
-        counted.append(np.ones(1, dtype=bool))
+        tokens, flags = corpus_token_stream(
+            tokenizer, texts, order, lambda done: bar.stage("encode", done, "tokenizing the corpus")
+        )
         del texts
-        tokens, flags = np.concatenate(pieces), np.concatenate(counted)
-        del pieces, counted
         corpus_tokens = int(flags.sum())
 
         tables = build_tables(
