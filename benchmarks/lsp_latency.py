@@ -22,18 +22,29 @@ second request is the number of prompt tokens the model had to process again (go
 16), with the cursor at the end of the file (left-to-right prompt) and in the middle of
 it (fill-in-the-middle prompt, whose suffix follows the edit and is re-fed as well).
 
+Then, with diagnostics on vs off (setting `diagnostics`, toggled on the same server in
+off/on/on/off blocks so that drift cancels), the same typing on a longer file (~4,000
+lines, one missing API use): each keystroke is an edit and a request, and the next
+keystroke comes once the check of the edit before has started (the diagnostics'
+`DEBOUNCE_S` after that edit, and after its answer) and a pause of 20 ms to 1.5 s
+(cycling through `PAUSES_S`): most requests meet a check under way, some checks finish
+(the worst case of an editor's diagnostics: a typist who pauses just longer than the
+debounce).  The ratio of the two p50s is the cost of diagnostics to
+ghost text (goal <= 1.1).
+
 Validity comes from a snapshot of the installed numpy unless `--live-index` (jedi) is
 given, so that the first jedi look-up of numpy does not dominate the run.
 
     python benchmarks/lsp_latency.py [--requests 60] [--max-new-tokens 8]
-    python benchmarks/lsp_latency.py --smoke   # 14 requests (two rounds of `x = np.`)
+    python benchmarks/lsp_latency.py --smoke   # 14 requests (two rounds of `x = np.`), 4 per diagnostics mode
 
 The smoke run exits 1 when p95 > 3 x p50 over its requests (a bimodal distribution: some
 keystrokes far slower than the rest), after printing its figures.
 
 Last line: ``p50_ms=... p95_ms=... p95_over_p50=... lm_calls_p50=... lm_calls_max=...
-split_ms.<part>=... edit_tokens_fed=... edit_tokens_fed_fim=...`` where the split is
-the mean per request in milliseconds.
+split_ms.<part>=... edit_tokens_fed=... edit_tokens_fed_fim=... diag_off_p50_ms=...
+diag_on_p50_ms=... diag_p50_ratio=... diag_checks=...`` where the split is the mean per
+request in milliseconds and `diag_checks` counts the diagnostics published meanwhile.
 """
 
 from __future__ import annotations
@@ -257,6 +268,52 @@ def print_split(times: list[float], splits: list[dict], calls: list[int]) -> dic
     return rows[f"mean over {len(times)} requests"]
 
 
+#: a check starts this long after the last edit (`lsp_server.diagnostics.DEBOUNCE_S`)
+DIAGNOSTICS_DEBOUNCE_S = 0.4
+#: functions of the document typed in for the diagnostics comparison (4 lines each)
+DIAGNOSTICS_FUNCTIONS = 1000
+#: pauses after the check of the last edit started, before the next keystroke (cycled)
+PAUSES_S = (0.02, 0.06, 0.12, 0.25, 1.5)
+
+
+def diagnostics_latency(peer: StdioPeer, folder: Path, settings: dict, requests: int) -> tuple[dict[str, list[float]], int]:
+    """Ghost-text latency (ms) per diagnostics mode ("off", "warning") while the document
+    is edited (see the module docstring), and the number of diagnostics published."""
+    uri = (folder / "diagnosed.py").as_uri()
+    text = document_text(DIAGNOSTICS_FUNCTIONS) + "legacy = np.float_(1)\n"
+    block = max(2, requests // 4)
+    modes = [("off", "warning", "warning", "off")[index % 4] for index in range(max(4, -(-requests // block)))]
+    peer.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+    version = 1
+    latencies: dict[str, list[float]] = {"off": [], "warning": []}
+    published = 0
+    next_edit = time.perf_counter()
+    pauses = 0
+    for mode in modes:
+        peer.notify("workspace/didChangeConfiguration", {"settings": {"adaptrack": {**settings, "diagnostics": mode}}})
+        for step, current in enumerate(typing_sequence(text, block)[: block + 1]):  # the first after the switch: warm-up
+            time.sleep(max(0.0, next_edit - time.perf_counter()))
+            version += 1
+            peer.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": current}]})
+            edited = time.perf_counter()
+            line, column = position_of(current, len(current))
+            seconds, response = peer.request("textDocument/inlineCompletion", inline_params(uri, line, column))
+            next_edit = max(edited + DIAGNOSTICS_DEBOUNCE_S, time.perf_counter()) + PAUSES_S[pauses % len(PAUSES_S)]
+            pauses += 1
+            if "error" in response:
+                raise RuntimeError(f"inline completion failed: {response['error']}")
+            if step >= 1:
+                latencies[mode].append(seconds * 1000)
+        while True:
+            try:
+                message = peer.notifications.get_nowait()
+            except queue.Empty:
+                break
+            if message.get("method") == "textDocument/publishDiagnostics" and message["params"]["uri"] == uri:
+                published += 1
+    return latencies, published
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=60)
@@ -314,6 +371,15 @@ def main(argv: list[str] | None = None) -> int:
         middle = text.index("def feature_100")
         fim_fed, version = edit_tokens_fed(peer, uri, text[:middle] + "y = \n" + text[middle:], middle + 4, version + 1)
         print(f"prompt tokens fed after a 5-character edit: cursor at end of file {end_fed}, mid-file (FIM) {fim_fed}")
+
+        diagnosed, checks = diagnostics_latency(peer, folder, settings, 8 if args.smoke else args.requests)
+        diag_off, diag_on = (statistics.median(diagnosed[mode]) for mode in ("off", "warning"))
+        diag_ratio = diag_on / diag_off if diag_off > 0 else float("inf")
+        print(
+            f"ghost text while editing a {document_text(DIAGNOSTICS_FUNCTIONS).count(chr(10))}-line file, each keystroke after "
+            f"the diagnostics debounce: p50 {diag_off:.1f} ms with diagnostics off, {diag_on:.1f} ms on "
+            f"({len(diagnosed['off'])} + {len(diagnosed['warning'])} requests, {checks} diagnostics published): ratio {diag_ratio:.2f}"
+        )
     finally:
         peer.close()
 
@@ -324,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     split_text = " ".join(f"split_ms.{name}={value:.2f}" for name, value in mean.items())
     print(
         f"p50_ms={p50:.1f} p95_ms={p95:.1f} p95_over_p50={ratio:.2f} lm_calls_p50={statistics.median(ordered_calls):.0f} "
-        f"lm_calls_max={ordered_calls[-1]} {split_text} edit_tokens_fed={end_fed} edit_tokens_fed_fim={fim_fed}"
+        f"lm_calls_max={ordered_calls[-1]} {split_text} edit_tokens_fed={end_fed} edit_tokens_fed_fim={fim_fed} "
+        f"diag_off_p50_ms={diag_off:.1f} diag_on_p50_ms={diag_on:.1f} diag_p50_ratio={diag_ratio:.2f} diag_checks={checks}"
     )
     if args.smoke and ratio > SMOKE_P95_OVER_P50:
         print(f"p95 {p95:.1f} ms is more than {SMOKE_P95_OVER_P50:g} x p50 {p50:.1f} ms: some keystrokes are far slower (see the split)", file=sys.stderr)

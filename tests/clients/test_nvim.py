@@ -721,3 +721,59 @@ def _ghost_text_equals(tmp_path, editor, answer: str, settings: dict) -> None:
         assert rendered_ghost(nvim) == ""
     finally:
         quit_nvim(nvim)
+
+
+# -- version diagnostics from the real server -----------------------------------------------
+ARTIFACTS = Path(os.environ.get("ADAPTRACK_TEST_ARTIFACTS") or REPO / "test-artifacts")
+#: the model is not what diagnostics need: the small random one loads fastest
+DIAGNOSTICS_SETTINGS = {"model": "tiny", "device": "cpu", "timeoutMs": 60000, "pythonPath": sys.executable}
+LEGACY = """import numpy as np
+
+values = np.float_(3)
+grid = np.zeros((2, 3))
+spread = grid.ptp()
+counts, edges = np.histogram([1, 2, 2], normed=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editor", VERSIONS)
+def test_version_diagnostics_are_shown(tmp_path, editor):
+    """Neovim shows the server's diagnostic for `np.float_` (pulled on 0.12, pushed on
+    0.7): in `vim.diagnostic.get` and as virtual text on the screen.  On 0.12 the screen
+    is saved as nvim-diagnostics.png in $ADAPTRACK_TEST_ARTIFACTS."""
+    import numpy
+    from nvim_screen import capture
+
+    assert not hasattr(numpy, "float_")  # the reference: numpy itself lacks it
+    nvim_path, _ = editor
+    source = tmp_path / "legacy.py"
+    source.write_text(LEGACY)
+    nvim = start_nvim(tmp_path, {"python": sys.executable, "settings": DIAGNOSTICS_SETTINGS}, nvim_path)
+    try:
+        nvim.exec_lua("vim.diagnostic.config({ virtual_text = true, signs = true, underline = true })")
+        nvim.command(f"cd {tmp_path}")
+        nvim.command("edit legacy.py")
+        found = wait_until(lambda: len(nvim.exec_lua("return vim.diagnostic.get(0)")) == 3, 120, "the diagnostics", interval=0.2)
+        found = nvim.exec_lua("return vim.diagnostic.get(0)")
+        assert sorted(item["code"] for item in found) == ["missing-attribute", "missing-member", "unknown-keyword"]
+        (shown,) = [item for item in found if item["code"] == "missing-attribute"]
+        message = f"np.float_ does not exist in numpy {numpy.__version__}"
+        column = LEGACY.splitlines()[2].index("float_")
+        assert (shown["lnum"], shown["col"], shown["end_lnum"], shown["end_col"]) == (2, column, 2, column + len("float_"))
+        assert shown["message"] == message and shown["source"] == "adaptrack"
+        assert shown["severity"] == nvim.exec_lua("return vim.diagnostic.severity.WARN")
+        version = _nvim_version(nvim_path)
+        if not version.startswith("0.7"):  # pulled (textDocument/diagnostic): the client's pull namespace holds it
+            pulled = nvim.exec_lua(
+                "local c = require('adaptrack').get_client() "
+                "return #vim.diagnostic.get(0, { namespace = vim.lsp.diagnostic.get_namespace(c.id, true) })"
+            )
+            assert pulled == 3
+        screen = capture(nvim, width=110, height=10)
+        row = next((line for line in screen.lines() if "values = np.float_(3)" in line), "")
+        assert message in row, screen.lines()
+        if not version.startswith("0.7"):
+            screen.save_png(ARTIFACTS / "nvim-diagnostics.png")
+    finally:
+        quit_nvim(nvim)

@@ -9,9 +9,10 @@ from the standard library and numpy installed, so another Python or numpy releas
 change a response (rewrite and review, below).  A case
 folder holds `document.py` (opened as `file:///workspace/<case>.py`), `request.json`
 (`{"method": ..., "line": ..., "character": ..., "settings": {...}}`; `settings.model`
-picks the model, builtin by default) and `response.json`
-(the response with what varies between runs removed: timings and counters, and the
-installed numpy version written as `<numpy>`).
+picks the model, builtin by default; `textDocument/diagnostic` takes no position) and
+`response.json` (the response with what varies between runs removed: timings and
+counters, a diagnostic report's `resultId`, and the installed numpy version written as
+`<numpy>`).
 
 After a deliberate change of behaviour, rewrite the expected files with
 `ADAPTRACK_UPDATE_GOLDEN=1 pytest tests/lsp/test_golden.py` and review the diff.
@@ -55,7 +56,7 @@ def normalise(value, numpy_version: str):
         return {
             key: normalise(item, numpy_version)
             for key, item in value.items()
-            if key not in ("counters", "environment") and item is not None
+            if key not in ("counters", "environment", "resultId") and item is not None
         }
     if isinstance(value, list):
         return [normalise(item, numpy_version) for item in value]
@@ -87,6 +88,9 @@ async def test_golden_response(client: LanguageClient, case: str):
     try:
         if request["method"] == types.TEXT_DOCUMENT_INLINE_COMPLETION:
             result = await inline(client, uri, request["line"], request["character"])
+        elif request["method"] == types.TEXT_DOCUMENT_DIAGNOSTIC:
+            params = types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri))
+            result = await client.text_document_diagnostic_async(params)
         else:
             result = await completion(client, uri, request["line"], request["character"])
     finally:  # one document open at a time: the other cases are no project context of this one

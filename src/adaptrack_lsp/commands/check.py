@@ -8,7 +8,8 @@ against the index completions would get (``--python``, ``--target``, ``--target-
 json, github, sarif); progress, skipped files and regions that do not parse go to
 stderr.  Exit status: 0 nothing found, 1 something found, 2 bad usage (a path that
 does not exist, an interpreter that cannot run), 3 a version target that cannot be
-built.  No file is ever written.
+built with ``--strict-targets`` (without it, that target's package is unchecked under
+it, said on stderr, and the other targets are checked).  No file is ever written.
 """
 
 from __future__ import annotations
@@ -19,8 +20,22 @@ import time
 
 HELP = "report the API uses in existing code that do not exist in the installed versions or a version target"
 
-#: seconds between progress lines on stderr (a terminal gets one line rewritten in place)
+#: seconds between progress lines on stderr (a terminal gets one line rewritten in place);
+#: the environment variable ADAPTRACK_PROGRESS_EVERY_S overrides it (0: a line per file)
 PROGRESS_EVERY_S = 2.0
+
+
+def _progress_every_s() -> float:
+    import os
+
+    raw = os.environ.get("ADAPTRACK_PROGRESS_EVERY_S")
+    if raw is None:
+        return PROGRESS_EVERY_S
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        sys.stderr.write(f"adaptrack-lsp check: ADAPTRACK_PROGRESS_EVERY_S={raw!r} is not a number of seconds\n")
+        raise SystemExit(2) from None
 
 
 def add_arguments(parser) -> None:
@@ -76,10 +91,11 @@ class _Progress:
         self.started = time.monotonic()
         self.last = self.started
         self.shown = False
+        self.every_s = _progress_every_s()
 
     def say(self, text: str, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self.last < PROGRESS_EVERY_S:
+        if not force and now - self.last < self.every_s:
             return
         self.last = now
         self.shown = True
@@ -134,7 +150,7 @@ def run(args) -> int:
     if problems:
         return fail("; ".join(problems))
 
-    from adaptrack_lsp.commands.target_options import target_printer
+    from adaptrack_lsp.commands.target_options import strict_targets, target_printer
     from adaptrack_lsp.constrainers.environment import ConstraintEnvironment
 
     progress = _Progress()
@@ -145,6 +161,7 @@ def run(args) -> int:
         factory = snapshot_index_factory(snapshots)
     environment = ConstraintEnvironment(os.getcwd(), factory)
     environment.target_progress = target_printer("check")
+    environment.strict_targets = strict_targets(args)
     try:
         index, info = environment.api_index(settings)
         problem = info.problem

@@ -26,6 +26,9 @@ running.  What this module owns besides the conversions:
   for `exit` without `shutdown`;
 - telling the user when completions fail or lose their constraint (`health.py`).
 
+Version diagnostics of the open documents (`diagnostics.py`) are started from the
+document notifications and `didChangeConfiguration`, and answer `textDocument/diagnostic`.
+
 Completion lists sample `numSamples` times at max(temperature, 1.0) with `listDecoder`
 (default `exact`: exact samples of the constrained distribution), de-duplicate and rank
 by model probability; at the start of an argument of a call whose signature is known
@@ -59,6 +62,8 @@ from adaptrack_lsp.completion.pipeline import INDEXING, CompletionCancelled, Com
 from adaptrack_lsp.completion.request import CompletionRequest
 from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 from adaptrack_lsp.config import Settings, parse_settings
+from adaptrack_lsp.lsp_server.code_actions import register_code_actions
+from adaptrack_lsp.lsp_server.diagnostics import DIAGNOSTIC_OPTIONS, DocumentDiagnostics
 from adaptrack_lsp.lsp_server.documents import LspWorkspace
 from adaptrack_lsp.lsp_server.framing import DEFAULT_MAX_MESSAGE_BYTES
 from adaptrack_lsp.lsp_server.health import CompletionHealth
@@ -203,6 +208,8 @@ class AdaptrackServer(LanguageServer):
         self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
         self.exit_code = 0
         self.health = CompletionHealth(self.send_status, self.show_message, self._ready_message, self.log_message)
+        #: version diagnostics of the open documents (`diagnostics.py`)
+        self.diagnostics = DocumentDiagnostics(self)
         #: id(params) -> (request, edit range) built when the request was read
         self._tasks: set[asyncio.Future] = set()
         self._arrived: collections.OrderedDict[int, tuple[CompletionRequest, types.Range] | None] = collections.OrderedDict()
@@ -404,6 +411,8 @@ class AdaptrackServer(LanguageServer):
         if constraints is not None:
             constraints.target_progress = self.target_progress
             constraints.target_finished = self.targets_finished
+        if getattr(service, "host", None) is not None:  # the built-in model learning a library: the same status line
+            service.host.library_progress = lambda message: self.target_progress(message) if message else self.index_ready(True)
         return service
 
     def target_progress(self, message: str) -> None:
@@ -420,6 +429,7 @@ class AdaptrackServer(LanguageServer):
             self.health.constraint_unavailable(problem)
         else:
             self.index_ready(True)
+        self.call_soon(self.diagnostics.index_changed)
 
     def open_documents(self) -> tuple[tuple[str, str], ...]:
         """(file path, text) of the Python documents open in the editor, in the order they
@@ -452,7 +462,8 @@ class AdaptrackServer(LanguageServer):
             self._arrived.pop(id(params), None)  # no stale entry under a reused id
             return  # the handler answers "not ready" (or builds the request itself)
         try:
-            located = self.cursor_request(params.text_document.uri, params.position, COMPLETION_METHODS[method])
+            with self.diagnostics.completing():  # a check under way pauses meanwhile
+                located = self.cursor_request(params.text_document.uri, params.position, COMPLETION_METHODS[method])
         except Exception:
             logger.exception("building the completion request failed")
             located = None
@@ -484,6 +495,7 @@ class AdaptrackServer(LanguageServer):
             future = service.submit(request, cancelled=cancel.is_set)
         except ServiceNotReady:
             return None
+        self.diagnostics.yield_to(future)
         try:
             result = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -626,11 +638,12 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
         try:
             settings, problems = parse_settings(params.settings, ls.settings)
             ls.report_problems(problems)
-            ls.settings = settings
+            previous, ls.settings = ls.settings, settings
             if ls.service is None:
                 return
             if ls.service.update_settings(settings):
                 ls.background(ls.start_model_load(ls.service.begin_load()))
+            ls.diagnostics.settings_changed(previous)
             ls.report_environment()
         except Exception:
             logger.exception("didChangeConfiguration failed")
@@ -642,6 +655,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
                 ls.service.warm_up(params.text_document.text, document=_unquote(params.text_document.uri))
         except Exception:
             logger.exception("warming up the API index failed")
+        _guarded(ls.diagnostics.opened, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: AdaptrackServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -652,6 +666,25 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
                 ls.service.warm_up(document.source, document=uri)
         except Exception:
             logger.exception("warming up the API index failed")
+        _guarded(ls.diagnostics.changed, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: AdaptrackServer, params: types.DidSaveTextDocumentParams) -> None:
+        _guarded(ls.diagnostics.saved, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AdaptrackServer, params: types.DidCloseTextDocumentParams) -> None:
+        _guarded(ls.diagnostics.closed, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, DIAGNOSTIC_OPTIONS)
+    async def document_diagnostic(ls: AdaptrackServer, params: types.DocumentDiagnosticParams):
+        try:
+            return await ls.diagnostics.pull(params)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("document diagnostics failed")
+            return types.RelatedFullDocumentDiagnosticReport(items=[])
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: AdaptrackServer, params: types.InlineCompletionParams):
@@ -673,6 +706,8 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
             logger.exception("completion failed")
             return types.CompletionList(is_incomplete=True, items=[])
 
+    register_code_actions(server)  # textDocument/codeAction: quick fixes of the version diagnostics
+
     # the protocol contract advertises `inlineCompletionProvider: true` (pygls' option
     # type check only accepts the options object, so the value is set after registering)
     server.protocol.fm.feature_options[types.TEXT_DOCUMENT_INLINE_COMPLETION] = True
@@ -680,6 +715,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: AdaptrackServer, params: None) -> None:
         ls.shutdown_requested = True
+        ls.diagnostics.close()
         if ls.service is not None:
             ls.service.close()
 

@@ -100,7 +100,7 @@ test('user values pass through unchanged, camelCase', () => {
     backend: 'auto', endpoint: '', tokenizer: '', serverModel: '', apiKeyEnv: 'ADAPTRACK_API_KEY',
     serverTopLogprobs: 20, serverLookahead: 32, serverTimeoutMs: 10000,
   };
-  assert.deepEqual(options, { ...values, kvCache: 'auto', threads: null, gpuLayers: null, contextTokens: null, pythonPath: null, apiSnapshot: null, versionTargets: [], keywordArguments: true, ...engine, trustedWorkspace: false });
+  assert.deepEqual(options, { ...values, kvCache: 'auto', threads: null, gpuLayers: null, contextTokens: null, pythonPath: null, apiSnapshot: null, versionTargets: [], keywordArguments: true, diagnostics: 'warning', avoidDeprecated: false, ...engine, trustedWorkspace: false });
 });
 
 test('invalid values are passed as given: the server validates and names them', () => {
