@@ -107,7 +107,7 @@ def targets(smoke: bool = False, target_set=DEFAULT_TARGETS, cache: str | None =
         verdict = explainer.explain(PREFIX, "np.product(a)")
         inprocess_s = time.perf_counter() - started
         index = explainer.index
-        builds = [float(t.index.path and _build_seconds(t.index.path)) for t in index.targets] if isinstance(index, TargetsIndex) else []
+        builds = [float(t.path and _build_seconds(t.path)) for t in index.targets] if isinstance(index, TargetsIndex) else []
         explainer.close()
         print(f"in process (Explainer + one explain): {inprocess_s:.2f} s, {verdict['reason'] or 'accepted'}")
         if not smoke:

@@ -132,6 +132,44 @@ PASSING = {
         j = la.join("a", "b")
         n = norm_of([1.0])
         """,
+    "submodule_loaded_by_another_import": """
+        import urllib.request
+        error = urllib.error.URLError
+        """,
+    "internals_and_module_state": """
+        import ctypes
+        import numpy as np
+        loop = np.negative._resolve_dtypes_and_context
+        function = ctypes.pythonapi.PyBytes_FromFormat
+        """,
+    "expected_to_fail_in_a_call": """
+        import unittest
+        from collections import Counter
+        unittest.TestCase().assertRaises(NotImplementedError, Counter.fromkeys, "abc")
+        """,
+    "module_imported_under_a_guard": """
+        import sys
+        if sys.platform == "win32":
+            import msvcrt
+        def report_modes(old_modes):
+            for mode in old_modes:  # only set on Windows
+                msvcrt.CrtSetReportMode(msvcrt.CRT_WARN, mode)
+        report_modes([])
+        try:
+            import no_such_accelerator as fast
+        except ImportError:
+            fast = None
+        def speed():
+            return fast.turbo() if fast is not None else 1
+        speed()
+        """,
+    "typing_annotations": """
+        from typing import Any, Optional
+        import numpy as np
+        def f(obj: Any, arr: Optional[np.ndarray] = None):
+            return obj.items(), arr
+        f({})
+        """,
     "getattr_default": """
         import numpy as np
         f = getattr(np, "float_", np.float64)

@@ -359,7 +359,7 @@ def test_the_sandboxed_worker_and_the_disk_cache_carry_the_messages(deppkg):
 def test_the_walk_writes_deprecations_and_the_snapshot_reads_them(deppkg, tmp_path):
     _, snapshots = deppkg
     data = snapshots["2.0"]
-    assert data["format"] == worker.WALK_FORMAT == 3
+    assert data["format"] == worker.WALK_FORMAT == 5
     assert data["deprecated"]["deppkg.old"] == "old() is deprecated; use new()"
     assert "deppkg.new" not in data["deprecated"] and snapshots["1.0"]["deprecated"] == {}
     assert data["classes"]["deppkg.Frame"]["deprecated"] == {

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import pathlib
+import types
 
 import numpy as np
 import pytest
@@ -116,7 +117,8 @@ def test_classes_whose_instances_take_any_attribute_say_so():
     assert worker.instance_members(_Proxy)[worker.ANY_ATTRIBUTE] == ("any", False)
     assert worker.instance_members(_Dynamic)[worker.ANY_ATTRIBUTE] == ("any", False)
     assert worker.instance_members(argparse.Namespace)[worker.ANY_ATTRIBUTE] == ("any", False)
-    assert worker.ANY_ATTRIBUTE in worker.instance_members(collections.OrderedDict)  # C dict subclass with a __dict__
+    # a C class with a __dict__ and no Python twin whose source says what is set
+    assert worker.instance_members(types.SimpleNamespace)[worker.ANY_ATTRIBUTE] == ("any", False)
 
 
 def test_members_of_a_path_ending_in_a_call_are_the_instance_members_of_its_type():
@@ -125,7 +127,8 @@ def test_members_of_a_path_ending_in_a_call_are_the_instance_members_of_its_type
     assert "decode" in answer["members"] and "memo" in answer["members"]
     assert answer["signatures"]["decode"] == ["s", "_w"]  # self dropped
     answer = worker.handle({"id": 2, "op": "members", "path": ["numpy", "ndarray", "()"], "signatures": True})
-    assert answer["signatures"]["sum"] == ["axis", "dtype", "out", "**kwargs"]
+    # its text signature takes **kwargs; the docstring's signature line names them
+    assert answer["signatures"]["sum"] == ["axis", "dtype", "out", "*", "keepdims", "initial", "where"]
     # a C function without annotations: its numpydoc "Returns" section names the type
     answer = worker.handle({"id": 3, "op": "members", "path": ["numpy", "zeros", "()"]})
     assert answer["type"] == "numpy.ndarray" and type(np.zeros(3)).__name__ == "ndarray"
@@ -171,3 +174,28 @@ def test_attributes_set_outside_the_class_body_are_seen():
     assert "model" in concrete and worker.ANY_ATTRIBUTE not in concrete
     for closed in (np.iinfo, json.JSONDecoder, argparse.ArgumentParser):  # still checked
         assert worker.ANY_ATTRIBUTE not in worker.instance_members(closed), closed
+
+
+def test_c_classes_are_closed_where_their_lookup_is_generic_or_their_python_twin_says_so():
+    """``datetime.date``, ``array.array`` and ``ElementTree.Element`` name a C
+    ``__getattribute__`` that is the generic lookup; ``OrderedDict`` keeps a ``__dict__``
+    that its pure-Python twin in ``collections`` says nothing dynamic fills; io's file
+    objects keep data (``open()`` sets ``mode``) that may be read but not called."""
+    import array
+    import datetime
+    import io
+    import xml.etree.ElementTree as ET
+
+    for cls, instance, removed in (
+        (datetime.date, datetime.date.today(), "iso"),
+        (array.array, array.array("b"), "fromstring"),
+        (ET.Element, ET.Element("a"), "getiterator"),
+        (collections.OrderedDict, collections.OrderedDict(), "iteritems"),
+    ):
+        members = worker.instance_members(cls)
+        assert worker.ANY_ATTRIBUTE not in members, cls
+        assert {n for n in dir(instance) if not n.startswith("_")} <= set(members), cls
+        assert not hasattr(instance, removed) and removed not in members  # the reference: the instance lacks it
+    with open(__file__) as handle:
+        assert isinstance(handle, io.TextIOWrapper) and handle.mode == "r" and "mode" not in dir(io.TextIOWrapper)
+    assert worker.instance_members(io.TextIOWrapper)[worker.ANY_ATTRIBUTE] == ("values", False)

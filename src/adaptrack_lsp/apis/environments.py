@@ -18,6 +18,7 @@ evaluation (one environment per pinned library version).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -68,6 +69,11 @@ class BuiltEnvironment:
     installed: dict[str, str] = field(default_factory=dict, compare=False)
     #: seconds the build took (0.0 when it was found in the cache)
     build_seconds: float = field(default=0.0, compare=False)
+    #: the time dependencies were resolved as of (ISO, UTC); "" = as of today
+    as_of: str = field(default="", compare=False)
+    #: what to know about the resolution (a dependency without a wheel for this Python
+    #: at the time, a dated resolution that could not be made and why)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def version_of(self, distribution: str) -> str | None:
         return self.installed.get(normalize_name(distribution))
@@ -91,14 +97,16 @@ def environments_root() -> Path:
     return cache_root() / "envs"
 
 
-def environment_key(requirements: Sequence[str], python: str | os.PathLike) -> str:
+def environment_key(requirements: Sequence[str], python: str | os.PathLike, as_of: dt.datetime | None = None) -> str:
     """Folder name of the environment for `requirements` on interpreter `python` (its
-    version and platform, not its path, decide what installs)."""
+    version and platform, not its path, decide what installs), resolved as of `as_of`."""
     identity = {
         "recipe": ENVIRONMENT_RECIPE,
         "requirements": sorted(r.strip() for r in requirements),
         "python": _python_identity(str(python)),
     }
+    if as_of is not None:
+        identity["as_of"] = as_of.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M")
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     names = "-".join(requirement_name(r) for r in sorted(requirements))[:40]
     return f"{names}-{digest}"
@@ -128,12 +136,17 @@ def _python_identity(python: str) -> str:
     return cached
 
 
-def find_environment(requirements: Sequence[str], python: str | os.PathLike | None = None) -> BuiltEnvironment | None:
+def find_environment(requirements: Sequence[str], python: str | os.PathLike | None = None, as_of: dt.datetime | None = None) -> BuiltEnvironment | None:
     """The finished environment for `requirements` if it is in the cache, else None
     (never builds)."""
     base = str(python or sys.executable)
-    folder = environments_root() / environment_key(requirements, base)
+    folder = environments_root() / environment_key(requirements, base, as_of)
     return _finished(folder, requirements)
+
+
+def remove_environment(environment: BuiltEnvironment) -> None:
+    """Delete a built environment (one that turned out not to work here)."""
+    shutil.rmtree(environment.folder, ignore_errors=True)
 
 
 def environment_for(
@@ -142,13 +155,18 @@ def environment_for(
     python: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
     timeout_s: float = BUILD_TIMEOUT_S,
+    as_of: dt.datetime | None = None,
+    exempt: Sequence[str] = (),
 ) -> BuiltEnvironment:
     """The environment with exactly `requirements` installed (built on first use).
 
     `python`: the base interpreter (default: this one).  `progress` gets one line per
-    step ("creating …", "installing …", pip's own lines while it works).  Raises
-    `EnvironmentBuildError` (see the module docstring) and ValueError for a requirement
-    that cannot be read.
+    step ("creating …", "installing …", pip's own lines while it works).  `as_of`:
+    dependencies no newer than that time (`dated_resolution`; the distributions in
+    `exempt`, a pinned target, are not bounded); where the index cannot say when
+    releases came out, or no dated set installs, they are resolved as of today and
+    `notes` says so.  Raises `EnvironmentBuildError` (see the module docstring) and
+    ValueError for a requirement that cannot be read.
     """
     requirements = tuple(r.strip() for r in requirements if r and r.strip())
     if not requirements:
@@ -157,7 +175,7 @@ def environment_for(
         requirement_name(requirement)
     base = str(python or sys.executable)
     root = environments_root()
-    folder = root / environment_key(requirements, base)
+    folder = root / environment_key(requirements, base, as_of)
     found = _finished(folder, requirements)
     if found is not None:
         return found
@@ -170,13 +188,16 @@ def environment_for(
             shutil.rmtree(folder)
         started = time.monotonic()
         try:
-            installed = _build(folder, requirements, base, progress, timeout_s)
+            installed, dated, notes = _build(folder, requirements, base, progress, timeout_s, as_of, exempt)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         seconds = time.monotonic() - started
-        (folder / _MARKER).write_text(json.dumps({"requirements": list(requirements), "installed": installed, "seconds": round(seconds, 1)}))
-    return BuiltEnvironment(folder, _interpreter(folder), requirements, installed, seconds)
+        (folder / _MARKER).write_text(json.dumps({
+            "requirements": list(requirements), "installed": installed, "seconds": round(seconds, 1),
+            "as_of": dated, "notes": list(notes),
+        }))
+    return BuiltEnvironment(folder, _interpreter(folder), requirements, installed, seconds, dated, tuple(notes))
 
 
 def _interpreter(folder: Path) -> Path:
@@ -193,12 +214,14 @@ def _finished(folder: Path, requirements: Sequence[str]) -> BuiltEnvironment | N
     try:
         data = json.loads(marker.read_text())
         installed = {str(k): str(v) for k, v in data.get("installed", {}).items()}
+        as_of = str(data.get("as_of") or "")
+        notes = tuple(str(n) for n in data.get("notes") or ())
     except (OSError, ValueError, AttributeError):
         return None
     python = _interpreter(folder)
     if not python.exists():  # a broken environment (deleted files): built again
         return None
-    return BuiltEnvironment(folder, python, tuple(requirements), installed, 0.0)
+    return BuiltEnvironment(folder, python, tuple(requirements), installed, 0.0, as_of, notes)
 
 
 def _say(progress: Callable[[str], None] | None, line: str) -> None:
@@ -207,17 +230,73 @@ def _say(progress: Callable[[str], None] | None, line: str) -> None:
         progress(line)
 
 
-def _build(folder: Path, requirements: Sequence[str], base: str, progress, timeout_s: float) -> dict[str, str]:
+def _build(folder: Path, requirements: Sequence[str], base: str, progress, timeout_s: float,
+           as_of: dt.datetime | None = None, exempt: Sequence[str] = ()) -> tuple[dict[str, str], str, list[str]]:
+    """(what was installed, the time dependencies were resolved as of ("" today), notes)."""
     deadline = time.monotonic() + timeout_s
     _say(progress, f"creating an environment for {' '.join(requirements)} in {folder}")
     done = subprocess.run([base, "-m", "venv", str(folder)], capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()))
     if done.returncode != 0:
         raise EnvironmentBuildError(requirements, f"python -m venv failed: {done.stderr.strip()[-300:]}", "check that the venv module works for this Python")
     python = _interpreter(folder)
-    _say(progress, f"installing {' '.join(requirements)} (wheels only)")
+    notes: list[str] = []
+    dated = ""
+    constraints: list[str] = []
+    if as_of is not None:
+        from adaptrack_lsp.apis.dated_resolution import ReleaseDatesUnavailable, dated_bounds
+
+        _say(progress, f"resolving the dependencies of {' '.join(requirements)} as of {as_of:%Y-%m-%d}")
+        try:
+            bounds = dated_bounds(requirements, as_of, lambda reqs, lines: _dry_run(python, folder, reqs, lines, deadline), exempt)
+            constraints = bounds.constraint_lines()
+            notes.extend(bounds.notes)
+            dated = as_of.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+        except ReleaseDatesUnavailable as error:
+            notes.append(f"dependencies resolved as of today: {error}")
+    try:
+        installed = _install(folder, python, requirements, constraints, progress, deadline, timeout_s)
+    except EnvironmentBuildError as error:
+        if not constraints or "conflicting requirements" not in error.reason:
+            raise
+        notes.append(f"dependencies resolved as of today: no set of releases as of {as_of:%Y-%m-%d} installs ({error.reason[:200]})")
+        dated = ""
+        installed = _install(folder, python, requirements, [], progress, deadline, timeout_s)
+    return installed, dated, notes
+
+
+def _dry_run(python: Path, folder: Path, requirements: Sequence[str], constraints: Sequence[str], deadline: float) -> dict[str, str]:
+    """What pip would install for `requirements` under `constraints` (name -> version)."""
+    report = folder / ".resolution.json"
+    constraint_file = folder / ".dated-constraints.txt"
+    constraint_file.write_text("".join(f"{line}\n" for line in constraints))
+    command = [
+        str(python), "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--no-input",
+        "--disable-pip-version-check", "--quiet", "--report", str(report), "-c", str(constraint_file), *requirements,
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired as error:
+        raise EnvironmentBuildError(requirements, "pip did not finish resolving in time", "try again on a faster connection") from error
+    if done.returncode != 0:
+        raise _pip_error(requirements, (done.stdout + "\n" + done.stderr).splitlines(), python)
+    try:
+        data = json.loads(report.read_text())
+        return {normalize_name(item["metadata"]["name"]): str(item["metadata"]["version"]) for item in data.get("install", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _install(folder: Path, python: Path, requirements: Sequence[str], constraints: Sequence[str], progress,
+             deadline: float, timeout_s: float) -> dict[str, str]:
+    extra: list[str] = []
+    if constraints:
+        constraint_file = folder / ".dated-constraints.txt"
+        constraint_file.write_text("".join(f"{line}\n" for line in constraints))
+        extra = ["-c", str(constraint_file)]
+    _say(progress, f"installing {' '.join(requirements)} (wheels only{', dependencies as of the release' if constraints else ''})")
     command = [
         str(python), "-m", "pip", "install", "--only-binary=:all:", "--no-input",
-        "--disable-pip-version-check", "--progress-bar", "off", *requirements,
+        "--disable-pip-version-check", "--progress-bar", "off", *extra, *requirements,
     ]
     lines: list[str] = []
     try:

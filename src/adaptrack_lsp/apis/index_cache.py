@@ -37,8 +37,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 #: bump when the stored structure or the member rules change, so old files are not reused
-#: (4: a deprecated member's message as a third item)
-CACHE_FORMAT = 4
+#: (4: a deprecated member's message as a third item; 5: a class's or an object's
+#: members add the runtime's to jedi's, and a call's result type drops overloads)
+CACHE_FORMAT = 5
 #: seconds the interpreter may take to say its version and sys.path
 PROBE_TIMEOUT_S = 20.0
 

@@ -332,6 +332,39 @@ def getattr_names(module) -> set:
     }
 
 
+def metaclass_names(cls) -> list:
+    """The names a class offers through its metaclass (``dir(type(cls))``), which
+    ``dir(cls)`` leaves out: ``collections.abc.Sequence.register`` (``ABCMeta``),
+    ``mro``.  Its instances do not have them."""
+    try:
+        return [name for name in dir(type(cls)) if isinstance(name, str)]
+    except Exception:
+        return []
+
+
+#: the attribute name `serves_any_name` asks a module's ``__getattr__`` for
+_UNLIKELY_NAME = "_adaptrack_unlikely_attribute_name"
+
+
+def serves_any_name(module) -> bool:
+    """Whether a module's own Python ``__getattr__`` (PEP 562) returns a value even for
+    a name nobody defines (``test.test_module.good_getattr``): then any attribute may
+    exist.  NumPy's and SciPy's raise AttributeError for unknown names."""
+    if not isinstance(module, types.ModuleType):
+        return False
+    namespace = _own_namespace(module)
+    hook = namespace.get("__getattr__") if namespace is not None else None
+    if not inspect.isfunction(hook):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            hook(_UNLIKELY_NAME)
+    except BaseException:  # noqa: BLE001 - whatever it raises, the name is refused
+        return False
+    return True
+
+
 def member_signatures(obj, members, bound=False) -> dict:
     """name -> `signature_of` for the callable members (functions, classes, callable
     instances) of `obj`; members without a signature are left out.  `bound`: `obj` is a
@@ -382,6 +415,11 @@ ANY_ATTRIBUTE = "*"
 #: (module, qualified name): pandas' NDFrame.__getattr__ returns columns (``df.price``
 #: may be a column; ``df.append(row)`` calls a method that must exist)
 VALUE_PROXIES = {("pandas.core.generic", "NDFrame.__getattr__")}
+
+#: C classes whose instances keep a ``__dict__`` that the library fills with data only:
+#: ``open()`` sets ``mode`` (and ``name``) on the file objects of ``io``, so an unlisted
+#: attribute may be read there but not called (``fh.xreadlines()``)
+DATA_DICT_MODULES = frozenset({"_io", "io", "_pyio"})
 
 
 def class_path(cls) -> str:
@@ -490,6 +528,8 @@ def _handed_to(name, positions, keywords, scope, depth):
     value = (scope or {}).get(name)
     if inspect.isbuiltin(value):
         return set(), True
+    if inspect.isclass(value) and depth < 1:
+        return set(), _sets_computed_names(value)
     if not inspect.isfunction(value) or depth >= 1:
         return set(), False
     node = _function_node(value)
@@ -506,6 +546,22 @@ def _handed_to(name, positions, keywords, scope, depth):
         names |= found
         dynamic = dynamic or sets
     return names, dynamic
+
+
+def _sets_computed_names(cls) -> bool:
+    """Whether a Python class handed an object may set attributes of computed names on
+    it: some method of its own calls ``setattr`` with a name that is not a literal
+    (configparser's ConverterMapping gives its parser ``getdecimal`` so)."""
+    node = _class_node(cls)
+    if node is None:
+        return False
+    for inner in ast.walk(node):
+        if (
+            isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "setattr"
+            and len(inner.args) > 1 and not isinstance(inner.args[1], ast.Constant)
+        ):
+            return True
+    return False
 
 
 def _function_node(function):
@@ -539,6 +595,88 @@ def _own_method(cls):
     return None
 
 
+#: methods that restore or copy attributes an instance already had (unpickling, copies):
+#: what they set through ``setattr`` with a computed name is not a new attribute
+_RESTORING = frozenset({"__setstate__", "__copy__", "__deepcopy__", "__reduce__", "__reduce_ex__", "__getstate__"})
+
+
+def _twin_node(cls):
+    """For a class without Python source (a C class such as ``datetime.date``,
+    ``collections.OrderedDict``, ``xml.etree.ElementTree.Element``): the ``ast.ClassDef``
+    of the pure-Python class of the same name in the ``.py`` file of its module (the
+    standard library keeps one for each such accelerated class), else None."""
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    filename = getattr(module, "__file__", None)
+    if not isinstance(filename, str) or not filename.endswith(".py"):
+        return None
+    tree = _parsed_file(filename)
+    if tree is None or "." in cls.__qualname__:
+        return None
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__qualname__), None)
+    # a twin has methods (a Python class without any is this class itself: its source
+    # says nothing of what its instances are given elsewhere)
+    if node is None or not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in node.body):
+        return None
+    return node
+
+
+_GETATTRO = []
+
+
+def _type_slot(cls, offset):
+    import ctypes
+
+    return ctypes.c_void_p.from_address(id(cls) + offset).value
+
+
+def _getattro_offset():
+    """The offset of ``tp_getattro`` in a CPython type object, found by comparing types
+    whose attribute lookup is known (None elsewhere, or when it cannot be told)."""
+    if _GETATTRO:
+        return _GETATTRO[0]
+    found = None
+    try:
+        import ctypes
+
+        if sys.implementation.name == "cpython":
+            generic = (object, int, float, tuple, complex)
+            custom = (type, types.ModuleType)
+
+            class _Hook:
+                def __getattr__(self, name):
+                    return None
+
+            class _Plain:
+                pass
+
+            step = ctypes.sizeof(ctypes.c_void_p)
+            for offset in range(3 * step, 48 * step, step):
+                base = _type_slot(object, offset)
+                if not base or any(_type_slot(c, offset) != base for c in generic + (_Plain,)):
+                    continue
+                if any(_type_slot(c, offset) == base for c in custom + (_Hook,)):
+                    continue
+                found = offset
+                break
+    except Exception:
+        found = None
+    _GETATTRO.append(found)
+    return found
+
+
+def generic_attribute_lookup(cls) -> bool:
+    """Whether the C class `cls` looks its instances' attributes up as ``object`` does
+    (``PyObject_GenericGetAttr``): a ``__getattribute__`` slot wrapper in its namespace
+    then says nothing dynamic (``datetime.date``, ``array.array`` list one)."""
+    offset = _getattro_offset()
+    if offset is None:
+        return False
+    try:
+        return _type_slot(cls, offset) == _type_slot(object, offset)
+    except Exception:
+        return False
+
+
 def _self_attributes(node, scope=None):
     """(names assigned as ``self.NAME`` in the methods of class `node` (`scope`: its
     module's globals), or on an instance a method makes (``new = cls(...)``;
@@ -558,7 +696,7 @@ def _self_attributes(node, scope=None):
         for owner in owners:
             found, sets = _owner_writes(method, owner, scope)
             names |= found
-            dynamic = dynamic or sets
+            dynamic = dynamic or (sets and method.name not in _RESTORING)
     return names, dynamic
 
 
@@ -567,6 +705,11 @@ def is_instance_method(static) -> bool:
     instances (a Python function or a C method descriptor): called on an instance it
     loses its first parameter."""
     return inspect.isfunction(static) or type(static).__name__ == "method_descriptor"
+
+
+#: modules whose classes stand for values of other classes (``typing.IO``, what a stub
+#: says ``ZipFile.open`` returns, is no base of the ``ZipExtFile`` it makes)
+_STAND_IN_MODULES = frozenset({"typing", "typing_extensions"})
 
 
 def instance_members(cls, deprecations=None) -> dict:
@@ -583,8 +726,10 @@ def instance_members(cls, deprecations=None) -> dict:
     """
     members = public_members(cls, private=True, placeholders=True, deprecations=deprecations)
     dynamic = None
-    if inspect.isabstract(cls) or getattr(cls, "_is_protocol", False):
-        dynamic = "any"  # no instance is of this class itself: a subclass has more
+    if inspect.isabstract(cls) or getattr(cls, "_is_protocol", False) or getattr(cls, "__module__", None) in _STAND_IN_MODULES:
+        # no instance is of this class itself: a subclass has more, or a class that is
+        # not even its subclass stands for (``typing.IO`` for ``zipfile.ZipExtFile``)
+        dynamic = "any"
     for klass in cls.__mro__:
         if klass is object:
             continue
@@ -594,6 +739,8 @@ def instance_members(cls, deprecations=None) -> dict:
             function = namespace.get(hook)
             if function is None:
                 continue
+            if type(function).__name__ == "wrapper_descriptor" and generic_attribute_lookup(klass):
+                continue  # a C class that names the generic lookup: nothing dynamic
             key = (getattr(function, "__module__", None), getattr(function, "__qualname__", None))
             proxy = proxy or key in VALUE_PROXIES
             kind = "values" if key in VALUE_PROXIES else "any"
@@ -606,9 +753,13 @@ def instance_members(cls, deprecations=None) -> dict:
             if isinstance(name, str) and name.isidentifier():
                 members.setdefault(name, ("instance", True))
         node = _class_node(klass)
+        if node is None and _own_method(klass) is None:
+            node = _twin_node(klass)  # a C class: its pure-Python twin says what it sets
         if node is None:
-            if getattr(klass, "__dictoffset__", 0):
-                dynamic = "any"  # instances keep a __dict__ that no source we can read fills (modules, functions)
+            if getattr(klass, "__dictoffset__", 0) and dynamic != "any":
+                # instances keep a __dict__ that no source we can read fills (modules,
+                # functions); the file objects of io are given data only
+                dynamic = "values" if klass.__module__ in DATA_DICT_MODULES and dynamic != "any" else "any"
             continue
         names, sets_dynamically = _self_attributes(node, _class_scope(klass))
         if sets_dynamically and not proxy:
@@ -704,30 +855,176 @@ def result_class(obj):
     return _docstring_class(obj)
 
 
-def resolve_value_type(path):
+def dotted_path(path) -> str:
+    """A path as `adaptrack_lsp.apis.index.dotted` writes it: ``a.b().c``."""
+    text = ""
+    for part in path:
+        text += part if part == "()" or not text else "." + part
+    return text
+
+
+def _hinted_class(text, owner=None):
+    """The class a type hint names (``"requests.models.Response"``: what jedi infers a
+    call returns, from library code or stubs); where the call is a method of an
+    instance of `owner` and the hint names a base class of `owner` (a stub's ``->
+    Self`` read as the class that declares it), `owner` itself.  None when the name does
+    not resolve to a class here."""
+    if inspect.isclass(owner) and any(klass.__name__ == text.rsplit(".", 1)[-1] for klass in owner.__mro__[:-1]):
+        return owner  # a base of the receiver's class, by name (stubs name C bases apart: io._IOBase)
+    try:
+        hinted = resolve(text.split("."))
+    except Exception:
+        return None
+    if not inspect.isclass(hinted):
+        return None
+    if owner is not None and inspect.isclass(owner) and hinted is not owner and issubclass(owner, hinted):
+        return owner
+    return hinted
+
+
+def made_exactly(obj, receiver_exact=True) -> bool:
+    """Whether calling `obj` makes an instance of exactly the class `result_class`
+    names: a class whose instances ``type.__call__`` makes and whose MRO defines no
+    ``__new__`` in Python (``scipy.signal.lti.__new__`` returns a
+    ``TransferFunctionContinuous``, one of its subclasses); a C function or method (its
+    documented class: ``numpy.zeros``) where its receiver's class is exact
+    (`receiver_exact`).  A Python function's or another callable's result is declared,
+    not exact: an annotation or a docstring names a class whose subclasses qualify too
+    (``numpy.expand_dims`` and the ufuncs give a MaskedArray back a MaskedArray)."""
+    if inspect.isbuiltin(obj) or type(obj).__name__ == "method_descriptor":
+        return receiver_exact
+    if not inspect.isclass(obj) or type(obj).__call__ is not type.__call__:
+        return False
+    for klass in obj.__mro__:
+        new = vars(klass).get("__new__")
+        if new is not None and inspect.isfunction(getattr(new, "__func__", new)):
+            return False
+    return True
+
+
+def resolve_value_type(path, hints=None, exactness=None):
     """The class of the value `path` names, for a path ending in ``"()"``: ``a.b()``
     is what calling ``a.b`` returns (`result_class`); a ``"()"`` further in continues on
     that class: ``("pandas", "read_csv", "()", "head", "()")`` is what the method
-    ``head`` of that result returns.  TypeError where a type is not known."""
+    ``head`` of that result returns.  `hints`: ``{dotted call: class path}`` for calls
+    the runtime cannot type (`_hinted_class`; a hint for the whole path also stands
+    for a step before it that is not known).  TypeError where a type is not known.
+    `exactness`: a list that receives whether the value is an instance of exactly that
+    class (`made_exactly` of the last call), not possibly of a subclass."""
     if not path or path[-1] != "()":
         raise TypeError("only a path ending in a call names an instance")
+    hints = hints or {}
+    final = hints.get(dotted_path(path[:-1]))
     first = path.index("()")
-    cls = result_class(resolve(path[:first]))
+    callee = resolve(path[:first])
+    cls = result_class(callee)
+    exact = cls is not None and made_exactly(callee)
     if cls is None:
-        raise TypeError("the type of what %s() returns is not known" % ".".join(path[:first]))
+        cls = _hinted_class(hints[dotted_path(path[:first])]) if dotted_path(path[:first]) in hints else None
+        if cls is None:
+            hinted = _hinted_class(final) if final else None
+            if hinted is not None:
+                if exactness is not None:
+                    exactness.append(False)
+                return hinted
+            raise TypeError("the type of what %s() returns is not known" % ".".join(path[:first]))
     position = first + 1
     while position < len(path):
         end = path.index("()", position)
         value = cls
+        owner = cls
         for name in path[position:end]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 value = getattr(value, name)
-        cls = result_class(value)
-        if cls is None:
+        found = result_class(value)
+        exact = found is not None and made_exactly(value, exact)
+        if found is None:
+            hint = hints.get(dotted_path(path[:end]))
+            found = _hinted_class(hint, owner if end == position + 1 else None) if hint else None
+        if found is None:
+            hinted = _hinted_class(final) if final and end != len(path) - 1 else None
+            if hinted is not None:
+                if exactness is not None:
+                    exactness.append(False)
+                return hinted
             raise TypeError("the type of what %s() returns is not known" % ".".join(p for p in path[:end] if p != "()"))
+        cls = found
         position = end + 1
+    if exactness is not None:
+        exactness.append(exact)
     return cls
+
+
+#: most classes whose instance members `possible_instance_members` unites (more: any)
+MAX_SUBCLASSES = 64
+#: the root packages whose lazily served names `subclasses_of` loaded
+_ROOTS_LOADED: set = set()
+#: `instance_members` of the subclasses `possible_instance_members` read, by class
+_SUBCLASS_MEMBERS: dict = {}
+
+
+def subclasses_of(cls) -> list:
+    """`cls` and the classes loaded here that derive from it (the root package's
+    lazily served names loaded first: ``numpy.ma``'s MaskedArray derives from
+    ``numpy.ndarray``)."""
+    root = sys.modules.get((getattr(cls, "__module__", None) or "").split(".")[0])
+    if isinstance(root, types.ModuleType) and not is_lazy_module(root) and root.__name__ not in _ROOTS_LOADED:
+        _ROOTS_LOADED.add(root.__name__)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                names = [n for n in dir(root) if isinstance(n, str) and not n.startswith("_")]
+            except Exception:
+                names = []
+            for name in names:
+                try:
+                    member_value(root, name)
+                except Exception:
+                    continue
+    found, pending = [cls], [cls]
+    while pending and len(found) <= MAX_SUBCLASSES:
+        klass = pending.pop()
+        try:
+            below = type.__subclasses__(klass) if isinstance(klass, type) else []
+        except Exception:
+            below = []
+        for sub in below:
+            if sub not in found:
+                found.append(sub)
+                pending.append(sub)
+    return found
+
+
+def possible_instance_members(cls, exact, deprecations=None) -> dict:
+    """`instance_members` of a value of class `cls`; where it may be of a subclass
+    (not `exact`), what any loaded subclass's instances have too, and any attribute
+    (``"*"``) past `MAX_SUBCLASSES` of them.  A use is reported only where no class
+    the value may have offers the name."""
+    members = instance_members(cls, deprecations)
+    if exact:
+        return members
+    classes = subclasses_of(cls)
+    if len(classes) > MAX_SUBCLASSES:
+        members[ANY_ATTRIBUTE] = ("any", False)
+        return members
+    for klass in classes[1:]:
+        more = _SUBCLASS_MEMBERS.get(klass)
+        if more is None:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    more = instance_members(klass)
+            except Exception:
+                more = {ANY_ATTRIBUTE: ("any", False)}
+            _SUBCLASS_MEMBERS[klass] = more
+        for name, item in more.items():
+            if name == ANY_ATTRIBUTE:
+                if members.get(ANY_ATTRIBUTE, ("", False))[0] != "any":
+                    members[ANY_ATTRIBUTE] = item
+                continue
+            members.setdefault(name, item)
+    return members
 
 
 # --------------------------------------------------------------------------- modules
@@ -766,6 +1063,24 @@ def _directory_modules(folders) -> set:
     return names
 
 
+def frozen_modules() -> set:
+    """The standard library's frozen modules (``_frozen_importlib``,
+    ``_frozen_importlib_external``, ``zipimport``): compiled into the interpreter, in
+    no folder of ``sys.path``."""
+    try:
+        import _imp
+    except ImportError:
+        return set()
+    found = set()
+    for name in getattr(sys, "stdlib_module_names", ()):
+        try:
+            if _imp.is_frozen(name):
+                found.add(name)
+        except Exception:
+            continue
+    return found
+
+
 def importable_modules(path):
     """Module names importable right under `path`: top-level modules for ``[]``, the
     submodules of package `path` otherwise (listed from its folders, registered in
@@ -783,8 +1098,7 @@ def importable_modules(path):
                 names.update(str(key) for key in mapping)
                 continue
             return None
-        frozen = getattr(sys, "_stdlib_module_names", ())
-        names.update(n for n in frozen if n in sys.builtin_module_names)
+        names.update(frozen_modules())
         return sorted(n for n in names if n.isidentifier())
     module = resolve(path)
     if not isinstance(module, types.ModuleType):
@@ -853,7 +1167,12 @@ def signature_items(signature, bound=False):
 
 
 def signature_of(obj, bound=False):
-    """`signature_items` of `obj`, or None when it has none (or is not callable)."""
+    """`signature_items` of `obj`, or None when it has none (or is not callable).
+    Where ``inspect.signature`` (a C function's ``__text_signature__`` included) finds
+    none, or one that takes ``**kwargs``, the signature line a C function's docstring
+    starts with is used when it lists every parameter the other names and no
+    ``**kwargs`` (`docstring_signature`: NumPy's ``a.mean(axis=None, dtype=None,
+    out=None, *, keepdims=<no value>, where=<no value>)``)."""
     if isinstance(obj, types.ModuleType) or not callable(obj):
         return None
     try:
@@ -861,28 +1180,101 @@ def signature_of(obj, bound=False):
             warnings.simplefilter("ignore")
             signature = inspect.signature(obj)
     except Exception:
+        signature = None
+    items = signature_items(signature, bound) if signature is not None else None
+    if items is not None and not any(item.startswith("**") for item in items):
+        return items
+    if not _without_python_source(obj):
+        return items  # a Python function's **kwargs is what it takes
+    written = docstring_signature(obj)
+    if written is None:
+        return items
+    if written and written[0] in ("self", "cls", "$self") and (bound or items is None):
+        written = written[1:]
+        if written and written[0] == "/":
+            written = written[1:]
+    if any(item.startswith("*") and item != "*" for item in written):
+        return items  # the docstring says *args / **kwargs too: nothing more is known
+    if items is not None:
+        named = {item for item in items if item not in ("/", "*") and not item.startswith("*")}
+        if not named <= set(written):
+            return items  # the docstring line disagrees with the runtime: keep the runtime's
+        positional_only = items[: items.index("/")] if "/" in items else []
+        if positional_only:
+            rest = [item for item in written if item not in positional_only and item != "/"]
+            written = positional_only + ["/"] + rest
+    return written
+
+
+def _without_python_source(obj) -> bool:
+    """Whether `obj` is a C callable (a builtin function or method, a method descriptor,
+    a class without Python code): only those document their parameters in a line."""
+    target = getattr(obj, "__func__", obj)
+    if inspect.isfunction(target):
+        return False
+    if inspect.isclass(target):
+        return _own_method(target) is None
+    return True
+
+
+#: the signature line a C callable's docstring starts with: ``name(params)`` or
+#: ``a.name(params)``, maybe ``-> result``
+_SIGNATURE_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w+)\((.*)\)\s*(?:->.*)?$", re.S)
+#: a numpydoc section heading (``See Also`` / ``--------``)
+_NUMPYDOC_SECTION = re.compile(r"^[ \t]*[A-Z][A-Za-z ]+\n[ \t]*-{3,}[ \t]*$", re.M)
+#: a default the docstring writes in angle brackets (``<no value>``)
+_WRITTEN_DEFAULT = re.compile(r"<[^<>\n]*>")
+
+
+def docstring_signature(obj):
+    """The parameters the first line(s) of `obj`'s own docstring write as a call of
+    `obj` (its own name), in `signature_items` notation; None when the docstring does
+    not start so or the parameters are not Python (``D.pop(k[,d])``)."""
+    try:
+        doc = obj.__doc__
+        name = obj.__name__
+    except Exception:
         return None
-    return signature_items(signature, bound)
+    if not isinstance(doc, str) or not _NUMPYDOC_SECTION.search(doc):
+        return None  # numpydoc only (other styles leave aliases unwritten: torch's axis= for dim=)
+    lines = doc.strip().splitlines()
+    text = ""
+    for line in lines[:8]:
+        text += (" " if text else "") + line.strip()
+        if text.count("(") and text.count("(") == text.count(")"):
+            break
+    match = _SIGNATURE_LINE.match(text)
+    if match is None or match.group(1) != name:
+        return None
+    parameters = _WRITTEN_DEFAULT.sub("None", match.group(2))
+    try:
+        function = ast.parse("def f(%s): pass" % parameters).body[0]
+    except (SyntaxError, ValueError):
+        return None
+    arguments = function.args
+    items = [a.arg for a in arguments.posonlyargs] + (["/"] if arguments.posonlyargs else [])
+    items += [a.arg for a in arguments.args]
+    if arguments.vararg is not None:
+        items.append("*" + arguments.vararg.arg)
+    elif arguments.kwonlyargs:
+        items.append("*")
+    items += [a.arg for a in arguments.kwonlyargs]
+    if arguments.kwarg is not None:
+        items.append("**" + arguments.kwarg.arg)
+    return items
 
 
-def resolve_call(path):
-    """(callable, bound) for a path whose ``"()"`` parts follow classes: the value of
-    the chain, where ``Class, "()"`` stands for an instance (its methods are looked up
-    on the class and lose their first parameter)."""
+def resolve_call(path, hints=None):
+    """(callable, bound) for a path whose ``"()"`` parts are calls: the value of the
+    chain, where ``..., "()"`` stands for what the call returns (`resolve_value_type`,
+    with `hints`) and the methods of such an instance are looked up on its class and
+    lose their first parameter."""
     if "()" not in path:
         return resolve(path), False
-    first = path.index("()")
-    obj = result_class(resolve(path[:first]))
-    if obj is None:
-        raise TypeError("the type of what %s() returns is not known here" % ".".join(path[:first]))
-    owner = obj
+    last = len(path) - 1 - list(reversed(path)).index("()")
+    owner = resolve_value_type(list(path[: last + 1]), hints)
     bound = False
-    for name in path[first + 1 :]:
-        if name == "()":
-            if not inspect.isclass(owner):
-                raise TypeError("a call of %s: only calls of classes are followed" % name)
-            bound = False
-            continue
+    for name in path[last + 1 :]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             static = inspect.getattr_static(owner, name)
@@ -925,7 +1317,12 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
     """
     root = resolve([package])
     generated_prefix = package + "._api."
-    has_generated_api = any(name.startswith(generated_prefix) for name in list(sys.modules))
+    # TensorFlow's generated API modules (tensorflow._api.v2...), not any package's
+    # private `_api` helpers (matplotlib._api.deprecation)
+    has_generated_api = any(re.match(re.escape(generated_prefix) + r"v\d", name) for name in list(sys.modules))
+    # the public submodules a package does not import itself (its generated API, where
+    # it has one, is all there is to walk)
+    skipped_modules = {} if has_generated_api else import_submodules(root)
 
     def walkable(module) -> bool:
         name = getattr(module, "__name__", None)
@@ -946,15 +1343,19 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
     found_classes: dict = {}  # defining class path -> class, in the order found
     visited = {root.__name__}
     queue = [((package,), root)]
+    walked_modules = []
     while queue:
         next_queue = []
         for path, module in queue:
+            walked_modules.append(".".join(path))
             deprecations = {}
-            for name, (kind, _) in public_members(module, deprecations=deprecations, module_getattr=True).items():
+            for name, (kind, _) in public_members(module, private=True, deprecations=deprecations, module_getattr=True).items():
                 child_path = path + (name,)
                 dotted = ".".join(child_path)
                 names.append(dotted)
                 kinds[dotted] = kind
+                if name.startswith("_"):
+                    continue  # a private name exists (`module.__name__`, `np._NoValue`); it is not described further
                 if deprecations.get(name):
                     deprecated[dotted] = deprecations[name]
                 if kind != "module":  # functions, classes, callable instances (numpy's ufuncs)
@@ -998,14 +1399,68 @@ def walk_package(package: str, max_depth: int = 8) -> dict:
         "classes": {path: classes[path] for path in sorted(classes)},
         "class_paths": {name: class_paths[name] for name in sorted(class_paths)},
         "returns": {name: returns[name] for name in sorted(returns)},
+        "modules": sorted(walked_modules),
+        "skipped_modules": {name: skipped_modules[name] for name in sorted(skipped_modules)},
     }
+
+
+#: submodule names that are not API (test suites, scripts): not imported by the walk
+NOT_API_MODULES = frozenset({"tests", "test", "conftest", "setup", "__main__"})
+#: most submodules one walk imports, and the seconds it may spend importing them
+MAX_SUBMODULES = 4000
+SUBMODULES_BUDGET_S = 400.0
+
+
+def import_submodules(package, limit=MAX_SUBMODULES, budget_s=SUBMODULES_BUDGET_S) -> dict:
+    """Import every public submodule of `package` found on disk (``pkgutil`` over the
+    installed files; names starting with ``_`` and test suites left out), so that the
+    walk reaches modules the package does not import itself (``matplotlib.cm``).  The
+    modules that fail to import: {dotted name: "ExceptionType: message"}."""
+    import pkgutil
+    import time
+
+    failures = {}
+    started = time.monotonic()
+    count = 0
+    stack = [package]
+    while stack:
+        current = stack.pop()
+        folders = getattr(current, "__path__", None)
+        if folders is None:
+            continue
+        try:
+            found = sorted(pkgutil.iter_modules(list(folders)), key=lambda info: info.name)
+        except Exception:
+            continue
+        for info in found:
+            name = info.name
+            if name.startswith("_") or name in NOT_API_MODULES or not name.isidentifier():
+                continue
+            full = "%s.%s" % (current.__name__, name)
+            if count >= limit or time.monotonic() - started > budget_s:
+                failures[full] = "not imported: the walk's limit of modules or time was reached"
+                continue
+            count += 1
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    child = importlib.import_module(full)
+            except (Exception, SystemExit) as error:  # an optional dependency missing, another platform's module
+                failures[full] = ("%s: %s" % (type(error).__name__, error)).strip()[:300]
+                continue
+            if info.ispkg and isinstance(child, types.ModuleType):
+                stack.append(child)
+    return failures
 
 
 #: the snapshot format `walk_package` writes: 2 added instance members of classes
 #: ("classes"), where public class names are defined ("class_paths"), the classes calls
 #: return ("returns") and the signatures of methods called on instances; 3 added the
-#: members that announce their deprecation ("deprecated", and per class)
-WALK_FORMAT = 3
+#: members that announce their deprecation ("deprecated", and per class); 4 imports
+#: every public submodule and lists the modules walked ("modules") and those that do not
+#: import ("skipped_modules"), and reads keyword names from numpydoc signature lines; 5
+#: lists the private names of each module walked
+WALK_FORMAT = 5
 #: most classes one walk describes (a guard against packages that generate classes)
 MAX_WALKED_CLASSES = 20000
 
@@ -1103,17 +1558,21 @@ def handle(request: dict) -> dict:
         try:
             deprecations = {}
             if path[-1] == "()":
-                cls = resolve_value_type(path)
-                members = instance_members(cls, deprecations)
+                exactness: list = []
+                cls = resolve_value_type(path, request.get("types"), exactness)
+                members = possible_instance_members(cls, all(exactness), deprecations)
                 answer["members"] = member_table(members, deprecations)
                 answer["type"] = class_path(cls)
                 if request.get("signatures"):
                     answer["signatures"] = member_signatures(cls, members, bound=True)
                 return answer
             obj = resolve(path)
-            members = public_members(
-                obj, request.get("extra") or (), bool(request.get("private")), deprecations=deprecations, module_getattr=True
-            )
+            extra = list(request.get("extra") or ())
+            if inspect.isclass(obj):
+                extra += metaclass_names(obj)
+            members = public_members(obj, extra, bool(request.get("private")), deprecations=deprecations, module_getattr=True)
+            if serves_any_name(obj):
+                members[ANY_ATTRIBUTE] = ("any", False)
             answer["members"] = member_table(members, deprecations)
             if request.get("signatures"):
                 answer["signatures"] = member_signatures(obj, members)
@@ -1132,7 +1591,7 @@ def handle(request: dict) -> dict:
     if op == "signature":
         path = [str(part) for part in request.get("path") or []]
         try:
-            obj, bound = resolve_call(path)
+            obj, bound = resolve_call(path, request.get("types"))
             answer["signature"] = signature_of(obj, bound)
             if answer["signature"] is None:
                 answer["error"] = "no signature"

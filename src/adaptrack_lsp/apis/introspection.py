@@ -269,10 +269,15 @@ class RuntimeIntrospector:
         timeout_s: float | None = None,
         signatures: bool = False,
         private: bool = False,
+        types: dict[str, str] | None = None,
     ) -> IntrospectionAnswer:
         """Public members of `path` in the worker's environment (with `private`, the
-        ``_`` names too; with `signatures`, the parameters of its callable members)."""
+        ``_`` names too; with `signatures`, the parameters of its callable members;
+        `types`: ``{dotted call: class path}`` for calls of a path ending in ``"()"``
+        that the runtime cannot type, `introspect_worker.resolve_value_type`)."""
         payload = {"op": "members", "path": list(path), "extra": sorted(set(extra))}
+        if types:
+            payload["types"] = dict(types)
         if signatures:
             payload["signatures"] = True
         if private:
@@ -287,9 +292,13 @@ class RuntimeIntrospector:
         found = answer.get("signatures")
         return IntrospectionAnswer(members, signatures=dict(found) if isinstance(found, dict) else None)
 
-    def signature(self, path: Sequence[str], timeout_s: float | None = None) -> SignatureAnswer:
-        """The parameters of the callable `path` (``"()"`` after a class: an instance)."""
-        answer, failure = self.request({"op": "signature", "path": list(path)}, timeout_s)
+    def signature(self, path: Sequence[str], timeout_s: float | None = None, types: dict[str, str] | None = None) -> SignatureAnswer:
+        """The parameters of the callable `path` (``"()"``: what the call before it
+        returns; `types` as for `members`)."""
+        payload: dict = {"op": "signature", "path": list(path)}
+        if types:
+            payload["types"] = dict(types)
+        answer, failure = self.request(payload, timeout_s)
         if failure is not None:
             return SignatureAnswer(None, failure.error, transient=True)
         items = answer.get("signature")

@@ -403,6 +403,9 @@ class JediIndex(APIIndex):
         #: seconds the background thread spent on lookups (probe, disk, jedi, runtime)
         self.busy_seconds = 0.0
         self._facts: EnvironmentFacts | None = None
+        self._project_reader = None
+        #: members key -> (file, mtime) of answers read from the project's source
+        self._project_stamps: dict[tuple[str, ...], tuple | None] = {}
         self._disk_cache = IndexCache(self.cache_dir) if self.cache_dir is not None else None
 
     # ------------------------------------------------------------------ public API
@@ -468,7 +471,7 @@ class JediIndex(APIIndex):
             return None
         store = self._store(key)
         with self._lock:
-            if key in store:
+            if key in store and not self._stale_locked(key):
                 return store[key]
             future = self._submit_locked(key)
             if future is None:
@@ -502,7 +505,7 @@ class JediIndex(APIIndex):
             return True
         kind = key_kind(key)
         with self._lock:
-            if key in self._store(key):
+            if key in self._store(key) and not self._stale_locked(key):
                 return True
             failed_at = self._failed_at.get(key)
             if key not in self._pending and failed_at is not None and time.monotonic() - failed_at < RETRY_FAILED_AFTER_S:
@@ -859,12 +862,40 @@ class JediIndex(APIIndex):
             found |= workspace_module_names(self.workspace)
         return frozenset(found), True
 
+    def _project_classes(self):
+        """The reader of the project's own classes (a trusted workspace only)."""
+        if self._project_reader is None:
+            from adaptrack_lsp.apis.project_classes import ProjectClasses
+
+            self._project_reader = ProjectClasses(self.workspace, lambda path: self._lookup_instance(path)[0])
+        return self._project_reader
+
+    def _stale_locked(self, key: tuple[str, ...]) -> bool:
+        """Whether the kept answer for `key`, read from a project file, is older than
+        the file (it is dropped then)."""
+        stamp = self._project_stamps.get(key)
+        if stamp is None or self._project_reader is None:
+            return False
+        if self._project_reader.stamp(key_path(key)) == stamp:
+            return False
+        self._project_stamps.pop(key, None)
+        self._memory.pop(key, None)
+        return True
+
     def _lookup_instance(self, path: tuple[str, ...]) -> tuple[dict[str, Member] | None, bool]:
         """(what an instance of the type `path[:-1]` names, or of what calling it
-        returns, has; definitive): runtime introspection of the class (its instance
-        members, `introspect_worker.instance_members`), the result's class from jedi
-        where the runtime cannot tell (a C function such as ``numpy.zeros``).  Without
-        runtime introspection: unknown."""
+        returns, has; definitive): in a trusted workspace, a class of the project read
+        from its source (`project_classes`); else runtime introspection of the class
+        (its instance members, `introspect_worker.instance_members`), the result's
+        class from jedi where the runtime cannot tell (a C function such as
+        ``numpy.zeros``).  Without runtime introspection: unknown."""
+        if self.trusted_workspace and self.workspace and CALL not in path[:-1]:
+            project = self._project_classes()
+            if project.locate(path) is not None:
+                members = project.members(path)
+                with self._lock:
+                    self._project_stamps[members_key(path)] = project.stamp(path)
+                return members, True
         if not self._ensure_facts() or not self.runtime_introspection:
             return None, True
         callee = path[:-1]
@@ -879,7 +910,10 @@ class JediIndex(APIIndex):
             self._ensure_environment()
             result = self._result_type(callee)
             if result is not None and result != callee:
-                answer = introspector.members((*result, CALL), timeout_s=self.runtime_timeout_s, signatures=True)
+                # the runtime decides with jedi's type as a hint (a stub's `-> Self` on a
+                # base class is the receiver's own class)
+                hints = {dotted(callee): ".".join(result)}
+                answer = introspector.members(path, timeout_s=self.runtime_timeout_s, signatures=True, types=hints)
         if answer.transient:
             return None, False
         members = dict(answer.members) if answer.members is not None else None
@@ -903,6 +937,15 @@ class JediIndex(APIIndex):
         members, is_module = self._jedi_members(path)
         via = "jedi"
         found_signatures: dict[str, Signature | None] = {}
+        if self.runtime_introspection and members and not is_module:
+            # a class or an object: jedi reads declarations; the runtime also lists what a
+            # class's metaclass offers (``collections.abc.Sequence.register``) and the
+            # private names a C object has (``numpy.negative._get_strided_loop``)
+            answer = self._introspection().members(path, extra=[], timeout_s=self.runtime_timeout_s, private=True)
+            if answer.transient:
+                return None, False
+            for name, member in (answer.members or {}).items():
+                members.setdefault(name, member)
         if self.runtime_introspection and (not members or is_module):
             answer = self._introspection().members(
                 path, extra=sorted(members), timeout_s=self.runtime_timeout_s, signatures=True, private=True
@@ -965,12 +1008,13 @@ class JediIndex(APIIndex):
         """(signature, where it came from, definitive) of calling `callee`."""
         target = callee
         if self.runtime_introspection:
-            if CALL in callee:
-                first = callee.index(CALL)
-                result_type = self._result_type(callee[:first])
-                if result_type is not None:
-                    target = (*result_type, *callee[first:])
             answer = self._introspection().signature(target, timeout_s=self.runtime_timeout_s)
+            if CALL in callee and answer.items is None and not answer.transient and "not known" in (answer.error or ""):
+                last = len(callee) - 1 - callee[::-1].index(CALL)
+                result_type = self._result_type(callee[:last])
+                if result_type is not None:
+                    hints = {dotted(callee[:last]): ".".join(result_type)}
+                    answer = self._introspection().signature(target, timeout_s=self.runtime_timeout_s, types=hints)
             if answer.transient:
                 return None, "runtime", False
             if answer.items is not None:
@@ -1008,17 +1052,29 @@ class JediIndex(APIIndex):
             return callee
         import jedi
 
-        module = callee[:-1] if len(callee) > 1 else callee
+        plain = callee[: callee.index(CALL)] if CALL in callee else callee
+        module = plain[:-1] if len(plain) > 1 else plain
         expression = dotted(callee)
         script = jedi.Script(
-            f"import {'.'.join(module)}\n_result = {expression}()\n_result", environment=self._environment, project=self._project
+            f"import {'.'.join(module)}\n_result = {expression}()\n_result\n{expression}(", environment=self._environment, project=self._project
         )
         try:
             names = script.infer(3, 1)
+            signatures = script.get_signatures(4, len(expression) + 1)
         except Exception as error:
             log.debug("jedi cannot infer the result of %s(): %s", expression, error)
             return None
-        types_found = {tuple(name.full_name.split(".")) for name in names if name.type == "instance" and name.full_name}
+        if len({_returned(signature) for signature in signatures}) > 1:
+            # overloads that return different types (``randn() -> float``, ``randn(*args)
+            # -> NDArray``): a call without arguments picks one, the document's call may not
+            log.debug("the overloads of %s() return different types", expression)
+            return None
+        if any(name.type != "instance" for name in names):
+            # a class, a function or a module among what it returns (``binary_dilation``:
+            # the class bool or a dtype): several kinds of value
+            log.debug("the result of %s() is not only instances", expression)
+            return None
+        types_found = {tuple(name.full_name.split(".")) for name in names if name.full_name}
         types_found.discard(("builtins", "object"))  # "an object" says nothing
         if len(types_found) != 1:
             log.debug("the result of %s() has %d inferred types", expression, len(types_found))
@@ -1098,14 +1154,24 @@ class JediIndex(APIIndex):
         return kind, False
 
 
+def _returned(signature) -> str:
+    """The return annotation a jedi signature writes (after ``->``), "" when none."""
+    try:
+        text = signature.to_string()
+    except Exception:
+        return ""
+    return text.rsplit(") -> ", 1)[1].strip() if ") -> " in text else ""
+
+
 def _valid_member_path(path: tuple[str, ...]) -> bool:
-    """Identifiers, where a `CALL` may only end the path (an instance's members)."""
-    return (
-        bool(path)
-        and all(isinstance(p, str) and p.isidentifier() for p in path[:-1])
-        and isinstance(path[-1], str)
-        and (path[-1].isidentifier() or (path[-1] == CALL and len(path) > 1))
-    )
+    """Identifiers and `CALL`s (what the call before returns), never first nor two in a
+    row; a path with a `CALL` ends in one (an instance's members)."""
+    if not path or not isinstance(path[0], str) or not path[0].isidentifier():
+        return False
+    for previous, part in zip(path, path[1:]):
+        if not isinstance(part, str) or not (part.isidentifier() or (part == CALL and previous != CALL)):
+            return False
+    return CALL not in path or path[-1] == CALL
 
 
 def _valid_call_key(key: tuple[str, ...]) -> bool:

@@ -28,21 +28,37 @@ checks treat anything it cannot name as unknown.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import re
 from collections.abc import Mapping
 
-from adaptrack_lsp.apis.imports import _parser
+from adaptrack_lsp.apis.imports import PARSE_LOCK, _parser
 from adaptrack_lsp.apis.index import CALL
 
 log = logging.getLogger(__name__)
 
-__all__ = ["assigned_attribute_names", "receiver_bindings"]
+__all__ = ["AssignedNames", "assigned_attribute_names", "receiver_bindings", "self_paths"]
 
 #: a binding that names no typed value (makes its name unknown in its scope)
 _UNTYPED = None
 #: how an import binds a name (untyped too, but `DocumentScopes.bound_otherwise` tells it apart)
 _IMPORTED = "import"
+#: a class the document defines (its name is not a typed value; its methods' ``self`` is)
+_CLASS = "class"
+#: ``with value as name``: what ``value.__enter__()`` returns
+_WITH = "with"
+#: the first parameter of a method (``self``) / of a classmethod (``cls``)
+_SELF = "self"
+_CLS = "cls"
+#: the attribute a ``with`` binding's value is entered through
+ENTER = "__enter__"
+#: class decorators that add no attributes a check could miss (dunder methods, fields
+#: already written as annotations)
+_PLAIN_CLASS_DECORATORS = frozenset({"dataclass", "dataclasses.dataclass", "total_ordering", "functools.total_ordering", "unique", "enum.unique", "final", "typing.final"})
+#: a class whose instances may take attributes no source names: ``setattr`` with a
+#: computed name, its ``__dict__`` written, ``__getattr__``
+_DYNAMIC_CLASS = re.compile(r"setattr\(\s*(?:self|cls)\s*,\s*[^'\"\s]|__dict__|\bvars\(\s*(?:self|cls)\s*\)|def\s+__getattr(?:ibute)?__")
 _MAX_DEPTH = 8
 _CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
 _CACHE_SIZE = 8
@@ -66,7 +82,10 @@ class _Scope:
 
 
 def _targets(node, scope: _Scope) -> None:
-    """Bind every identifier inside a target (tuple/list targets, starred) as untyped."""
+    """Bind every identifier inside a target (tuple/list targets, starred) as untyped
+    (``obj.x = ...`` and ``obj[k] = ...`` bind no name)."""
+    if node.type in ("attribute", "subscript"):
+        return
     if node.type == "identifier":
         scope.bind(_text(node), _UNTYPED)
         return
@@ -83,15 +102,14 @@ def _collect(node, scope: _Scope) -> None:
         if kind in ("function_definition", "class_definition"):
             name = child.child_by_field_name("name")
             if name is not None:
-                scope.bind(_text(name), _UNTYPED)
-            if kind == "class_definition":
-                continue
+                scope.bind(_text(name), (_CLASS, child) if kind == "class_definition" else _UNTYPED)
             continue
         if kind == "decorated_definition":
             definition = child.child_by_field_name("definition")
             name = definition.child_by_field_name("name") if definition is not None else None
             if name is not None:
-                scope.bind(_text(name), _UNTYPED)
+                is_class = definition.type == "class_definition"
+                scope.bind(_text(name), (_CLASS, definition) if is_class else _UNTYPED)
             continue
         if kind in ("lambda", "list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"):
             continue
@@ -115,7 +133,14 @@ def _collect(node, scope: _Scope) -> None:
                 _targets(left, scope)
         elif kind == "as_pattern":
             alias = child.child_by_field_name("alias")
-            if alias is not None:
+            value = child.named_children[0] if child.named_children else None
+            target = alias.named_children[0] if alias is not None and alias.named_child_count == 1 else None
+            if (
+                target is not None and target.type == "identifier" and value is not None and value != alias
+                and child.parent is not None and child.parent.type == "with_item" and not _is_async_with(child)
+            ):
+                scope.bind(_text(target), (_WITH, value))  # what value.__enter__() returns
+            elif alias is not None:
                 _targets(alias, scope)
         elif kind == "named_expression":
             name = child.child_by_field_name("name")
@@ -156,12 +181,62 @@ def _assignment(node, scope: _Scope) -> None:
             _collect(right, scope)
 
 
+def _method_of(function):
+    """(the class `function` is a method of, "self" / "cls" / None for a static
+    method), or None for a function that is not defined directly in a class body."""
+    node = function.parent
+    decorators = []
+    if node is not None and node.type == "decorated_definition":
+        decorators = [_text(d).lstrip("@").strip() for d in node.children if d.type == "decorator"]
+        node = node.parent
+    if node is None or node.type != "block" or node.parent is None or node.parent.type != "class_definition":
+        return None
+    if "staticmethod" in decorators or not all(_keeps_method(d) for d in decorators):
+        return node.parent, None  # a decorator that may make it something else: its first parameter is not known
+    return node.parent, (_CLS if "classmethod" in decorators else _SELF)
+
+
+#: decorators that leave a method a method of the class (its first parameter the instance)
+_METHOD_DECORATORS = frozenset({
+    "classmethod", "property", "cached_property", "functools.cached_property", "abstractmethod", "abc.abstractmethod",
+    "override", "typing.override", "overload", "typing.overload", "final", "typing.final",
+})
+#: prefixes of the test frameworks' decorators that skip, mark or patch a test method
+_METHOD_DECORATOR_PREFIXES = ("unittest.", "skip", "expectedFailure", "pytest.mark.", "mark.", "support.", "mock.patch", "patch")
+
+
+def _keeps_method(decorator: str) -> bool:
+    """Whether a decorator (``@`` text) leaves the function a method of the class: a
+    known one, a property's ``.setter``, a test framework's skip or mark; another may
+    hand the function something else first (test_sys_settrace's ``@jump_test(...)``
+    gives ``output``, a list)."""
+    name = decorator.split("(", 1)[0].strip()
+    if name in _METHOD_DECORATORS or name.endswith((".setter", ".getter", ".deleter")):
+        return True
+    return name.startswith(_METHOD_DECORATOR_PREFIXES)
+
+
+def _is_async_with(node) -> bool:
+    while node is not None and node.type != "with_statement":
+        node = node.parent
+    return node is not None and any(child.type == "async" for child in node.children)
+
+
 def _parameters(function, scope: _Scope) -> None:
     parameters = function.child_by_field_name("parameters")
     if parameters is None:
         return
+    method = _method_of(function) if function.type == "function_definition" else None
+    first = True
     for parameter in parameters.children:
         kind = parameter.type
+        if kind in ("(", ")", ","):
+            continue
+        if first and method is not None and method[1] is not None and kind == "identifier":
+            scope.bind(_text(parameter), (method[1], method[0]))  # self / cls of a method
+            first = False
+            continue
+        first = False
         if kind == "identifier":
             scope.bind(_text(parameter), _UNTYPED)
         elif kind in ("typed_parameter", "typed_default_parameter"):
@@ -292,12 +367,189 @@ def _scopes(tree, source: bytes, byte_offset: int) -> list[_Scope]:
     return scopes
 
 
+#: builtin classes whose call makes an instance of the class itself (``type(x)`` and
+#: ``super()`` do not)
+_BUILTIN_CLASSES = frozenset(
+    name for name, value in vars(builtins).items()
+    if isinstance(value, type) and not name.startswith("_") and name not in ("type", "super", "object")
+)
+#: builtin names whose call has a type the index can tell: the classes, and ``sorted``
+_BUILTIN_RESULTS = _BUILTIN_CLASSES | {"sorted"}
+#: literals and displays -> the builtin class of their value (numbers are left out: ``x
+#: = 0; x += 0.5`` changes what ``x`` is)
+_LITERALS = {
+    "list": "list", "list_comprehension": "list", "dictionary": "dict", "dictionary_comprehension": "dict",
+    "set": "set", "set_comprehension": "set", "tuple": "tuple",
+}
+#: ``open(file, mode)``: the class of the file object for a mode written as a literal
+_OPEN_CLASSES = (("+", "BufferedRandom"), ("r", "BufferedReader"))
+
+
+def literal_path(node) -> tuple[str, ...] | None:
+    """The typed path of a literal or display (``"a"`` -> ``("builtins", "str", CALL)``,
+    ``b"a"`` bytes, ``[]`` list, ``{}`` dict, comprehensions), else None."""
+    kind = node.type
+    if kind in ("string", "concatenated_string"):
+        first = node if kind == "string" else (node.named_children[0] if node.named_children else None)
+        start = first.children[0] if first is not None and first.children else None
+        prefix = _text(start).lower() if start is not None and start.type == "string_start" else ""
+        return ("builtins", "bytes" if "b" in prefix else "str", CALL)
+    name = _LITERALS.get(kind)
+    return ("builtins", name, CALL) if name else None
+
+
+def open_path(call) -> tuple[str, ...] | None:
+    """What ``open(file, mode, buffering, ...)`` returns, where the mode is a literal
+    (none: ``"r"``): ``io.TextIOWrapper`` for text, ``io.BufferedReader`` /
+    ``BufferedWriter`` / ``BufferedRandom`` for binary; None for a mode that is not
+    written out or unbuffered binary (``buffering=0``: a ``FileIO``)."""
+    arguments = call.child_by_field_name("arguments")
+    if arguments is None or arguments.type != "argument_list":
+        return None
+    positional = [child for child in arguments.named_children if child.type not in ("keyword_argument", "comment")]
+    keywords = {}
+    for child in arguments.named_children:
+        if child.type == "keyword_argument":
+            name, value = child.child_by_field_name("name"), child.child_by_field_name("value")
+            if name is not None and value is not None:
+                keywords[_text(name)] = value
+        elif child.type in ("list_splat", "dictionary_splat"):
+            return None
+    mode = keywords.get("mode", positional[1] if len(positional) > 1 else None)
+    buffering = keywords.get("buffering", positional[2] if len(positional) > 2 else None)
+    if mode is None:
+        text = "r"
+    elif mode.type == "string" and not any(child.type == "interpolation" for child in mode.children):
+        text = "".join(_text(child) for child in mode.children if child.type == "string_content")
+    else:
+        return None
+    if "b" not in text:
+        return ("io", "TextIOWrapper", CALL)
+    if buffering is not None and _text(buffering).strip() == "0":
+        return None
+    for marker, name in _OPEN_CLASSES:
+        if marker in text:
+            return ("io", name, CALL)
+    return ("io", "BufferedWriter", CALL)
+
+
+class _DocumentFacts:
+    """What a whole document says about names: every name it binds somewhere (a builtin
+    of that name may be shadowed), whether it star-imports (anything may be shadowed),
+    and the functions it defines (a subclass's method may give a name another meaning)."""
+
+    def __init__(self, tree, source: bytes):
+        self.tree = tree
+        self.source = source
+        self.star_import = re.search(rb"\bimport\s+\*", source) is not None
+        self._bound: frozenset[str] | None = None
+        self._bound_not_imported: frozenset[str] = frozenset()
+        self._may_define: dict[str, bool] = {}
+        #: (roots, class start, class end) -> the class's one library base (`_Resolver.class_base`)
+        self.class_bases: dict[tuple, tuple[str, ...] | None] = {}
+
+    def may_define(self, name: str) -> bool:
+        """Whether the document defines a function or method `name` somewhere (``def
+        name(``): a method of one of its classes may override a library method of that
+        name, so what calling it returns is not the library's."""
+        found = self._may_define.get(name)
+        if found is None:
+            found = False
+            if name.encode() in self.source:
+                # a literal first: the search runs at C speed
+                for match in re.finditer(re.escape(name.encode()) + rb"\s*\(", self.source):
+                    before = self.source[max(0, match.start() - 1) : match.start()]
+                    if before and (before.isalnum() or before == b"_"):
+                        continue
+                    line_start = self.source.rfind(b"\n", 0, match.start()) + 1
+                    if re.fullmatch(rb"\s*(async\s+)?def\s+", self.source[line_start : match.start()]):
+                        found = True
+                        break
+            self._may_define[name] = found
+        return found
+
+    @property
+    def bound(self) -> frozenset[str]:
+        """Every name the document binds in some scope (read on first use)."""
+        global _BOUND_QUERY
+        if self._bound is None:
+            from tree_sitter import Query, QueryCursor
+
+            if _BOUND_QUERY is None:
+                _BOUND_QUERY = Query(_parser().language, _BOUND_PATTERNS)
+            captures = QueryCursor(_BOUND_QUERY).captures(self.tree.root_node)
+            bound = {_text(node) for node in captures.get("name", [])}
+            for node in captures.get("target", []):  # tuple targets, nested: every identifier in them
+                stack = [node]
+                while stack:
+                    inner = stack.pop()
+                    if inner.type == "identifier":
+                        bound.add(_text(inner))
+                    elif inner.type not in ("attribute", "subscript"):
+                        stack.extend(inner.children)
+            self._bound_not_imported = frozenset(bound)
+            self._bound = frozenset(bound | {_text(node) for node in captures.get("imported", [])})
+        return self._bound
+
+    @property
+    def bound_not_imported(self) -> frozenset[str]:
+        """Every name the document binds in some scope other than by an import statement
+        (a superset of what the scopes' analysis counts: `DocumentScopes.bound_otherwise`
+        asks it first)."""
+        self.bound  # noqa: B018 - computes both sets
+        return self._bound_not_imported
+
+#: where a document binds names (any scope): what may shadow a builtin
+_BOUND_PATTERNS = """
+(assignment left: (identifier) @name)
+(assignment left: [(pattern_list) (tuple_pattern) (list_pattern)] @target)
+(augmented_assignment left: (identifier) @name)
+(for_statement left: (_) @target)
+(for_in_clause left: (_) @target)
+(function_definition name: (identifier) @name)
+(class_definition name: (identifier) @name)
+(parameters (identifier) @name)
+(parameters (_ (identifier) @name))
+(lambda_parameters (identifier) @name)
+(lambda_parameters (_ (identifier) @name))
+(as_pattern_target) @target
+(named_expression name: (identifier) @name)
+(aliased_import alias: (identifier) @imported)
+(import_statement name: (dotted_name . (identifier) @imported))
+(import_from_statement name: (dotted_name . (identifier) @imported))
+(global_statement (identifier) @name)
+(nonlocal_statement (identifier) @name)
+(delete_statement (_) @target)
+(case_pattern (_) @target)
+"""
+_BOUND_QUERY = None
+
+
+_FACTS: dict[bytes, _DocumentFacts] = {}
+
+
+def document_facts(tree, source: bytes) -> _DocumentFacts:
+    """`_DocumentFacts` of a parsed document (the last few documents are kept)."""
+    found = _FACTS.get(source)
+    if found is not None:
+        return found
+    facts = _DocumentFacts(tree, source)
+    if len(_FACTS) >= 4:
+        _FACTS.pop(next(iter(_FACTS)))
+    _FACTS[source] = facts
+    return facts
+
+
 class _Resolver:
-    def __init__(self, scopes: list[_Scope], roots: Mapping[str, tuple[str, ...]]):
+    def __init__(self, scopes: list[_Scope], roots: Mapping[str, tuple[str, ...]], facts: _DocumentFacts | None = None):
         self.scopes = scopes
         self.roots = roots
+        self.facts = facts
         self.active: set[tuple[str, int]] = set()
         self.memo: dict[tuple[str, int], tuple[str, ...] | None] = {}
+        # a class's base is the same from every cursor: kept with the document's facts
+        self.class_memo: dict[tuple, tuple[str, ...] | None] = facts.class_bases if facts is not None else {}
+        self.roots_key = tuple(sorted(roots.items()))
 
     def name(self, name: str, start: int = 0) -> tuple[str, ...] | None:
         """The typed path of `name` looked up from scope `start` outward (None: unknown)."""
@@ -323,16 +575,118 @@ class _Resolver:
             return found
         return None
 
+    def own_instance(self, name: str, start: int = 0) -> bool:
+        """Whether `name`, looked up from scope `start` outward, is bound as the first
+        parameter of a method (``self``, a classmethod's ``cls``)."""
+        for scope in self.scopes[start:]:
+            if name in scope.deferred:
+                continue
+            values = scope.bindings.get(name)
+            if values is None:
+                continue
+            return any(value is not _UNTYPED and value[0] in (_SELF, _CLS) for value in values)
+        return False
+
+    def builtin(self, name: str) -> tuple[str, ...] | None:
+        """``("builtins", name)`` for a builtin class (or ``sorted``/``open``) the
+        document never rebinds and no star import may shadow; else None."""
+        if name not in _BUILTIN_RESULTS and name != "open":
+            return None
+        facts = self.facts
+        if facts is None or facts.star_import or name in self.roots or name in facts.bound:
+            return None
+        return ("builtins", name)
+
     def binding(self, value, scope_index: int) -> tuple[str, ...] | None:
         if value is _UNTYPED:
             return None
         how, node = value
-        if how == _IMPORTED:  # an import binds a module or a name of one, not a typed value
+        if how in (_IMPORTED, _CLASS):  # an import or a class binds a module, a class, not a typed value
             return None
         if how == "annotation":
             return self.annotation(node, scope_index)
+        if how in (_SELF, _CLS):
+            base = self.class_base(node, 0)
+            if base is None:
+                return None
+            return (*base, CALL) if how == _SELF else base
+        if how == _WITH:
+            path = self.expression(node, scope_index, 0)
+            return (*path, ENTER, CALL) if path is not None and path[-1] == CALL else None
         path = self.expression(node, scope_index, 0)
         return path if path is not None and path[-1] == CALL else None
+
+    def class_base(self, node, depth: int) -> tuple[str, ...] | None:
+        """The one library class (a path the index answers, without `CALL`) among the
+        bases of the document's class `node` and of its document bases; None when there
+        are none or several, a base is not known, or the class may take attributes no
+        source names (a metaclass, a class decorator, ``__getattr__``, ``setattr`` with
+        a computed name, its ``__dict__`` written)."""
+        key = (self.roots_key, node.start_byte, node.end_byte)
+        if key in self.class_memo:
+            return self.class_memo[key]
+        self.class_memo[key] = None  # a class that is its own base: unknown
+        found = self._class_base(node, depth)
+        self.class_memo[key] = found
+        return found
+
+    def _class_base(self, node, depth: int) -> tuple[str, ...] | None:
+        if depth > _MAX_DEPTH or node is None or node.type != "class_definition":
+            return None
+        parent = node.parent
+        if parent is not None and parent.type == "decorated_definition":
+            for decorator in parent.children:
+                if decorator.type == "decorator" and _text(decorator).lstrip("@").strip().split("(")[0] not in _PLAIN_CLASS_DECORATORS:
+                    return None
+        body = node.child_by_field_name("body")
+        if body is not None and _DYNAMIC_CLASS.search(_text(body)):
+            return None
+        bases = node.child_by_field_name("superclasses")
+        if bases is None:
+            return None
+        found: list[tuple[str, ...]] = []
+        for base in bases.named_children:
+            if base.type == "comment":
+                continue
+            if base.type in ("keyword_argument", "list_splat", "dictionary_splat"):
+                return None  # metaclass=..., *bases
+            if base.type == "identifier" and _text(base) == "object" and "object" not in self.roots:
+                continue
+            if base.type == "identifier" and _text(base) not in self.roots:
+                local = self._module_class(_text(base))
+                if local is None:
+                    builtin = self.builtin(_text(base))
+                    if builtin is None or builtin[1] not in _BUILTIN_CLASSES:
+                        return None
+                    found.append(builtin)
+                    continue
+                inherited = self.class_base(local, depth + 1)
+                if inherited is not None:
+                    found.append(inherited)
+                    continue
+                local_bases = local.child_by_field_name("superclasses")
+                if local_bases is not None and any(b.type != "comment" and _text(b) != "object" for b in local_bases.named_children):
+                    return None  # a document base whose own bases are not known
+                body = local.child_by_field_name("body")
+                if body is not None and _DYNAMIC_CLASS.search(_text(body)):
+                    return None
+                continue  # a mixin of the document without bases: its names are the document's
+            if base.type not in ("identifier", "attribute"):
+                return None  # Generic[T], a call, ...
+            path = self.expression(base, len(self.scopes) - 1, 0, annotation=True)
+            if path is None or CALL in path:
+                return None
+            found.append(path)
+        distinct = list(dict.fromkeys(found))
+        return distinct[0] if len(distinct) == 1 else None
+
+    def _module_class(self, name: str):
+        """The class the module scope binds `name` to (its only binding), or None."""
+        module = self.scopes[-1]
+        values = module.bindings.get(name) or []
+        if len(values) != 1 or values[0] is _UNTYPED or values[0][0] != _CLASS:
+            return None
+        return values[0][1]
 
     def annotation(self, node, scope_index: int) -> tuple[str, ...] | None:
         if node.type == "type" and node.named_child_count == 1:
@@ -344,6 +698,12 @@ class _Resolver:
         if node.type not in ("identifier", "attribute"):
             return None  # strings, unions (X | None), calls
         path = self.expression(node, scope_index, 0, annotation=True)
+        if path is not None and path[0] == "builtins" and len(path) == 2 and path[1] not in _BUILTIN_CLASSES:
+            return None
+        if path is not None and path[0] in ("typing", "typing_extensions"):
+            return None  # Any, Optional[...], Union[...], TypeVar: not the class of the value
+        if path is not None and path[-1] == "object":
+            return None  # anything
         return (*path, CALL) if path is not None and CALL not in path else None
 
     def expression(self, node, scope_index: int, depth: int, annotation: bool = False) -> tuple[str, ...] | None:
@@ -357,10 +717,14 @@ class _Resolver:
             if root is not None:
                 return tuple(root)
             if annotation:
-                return None
-            return self.name(name, scope_index)
+                return self.builtin(name)
+            found = self.name(name, scope_index)
+            return found if found is not None else self.builtin(name)
         if kind == "attribute":
-            base = self.expression(node.child_by_field_name("object"), scope_index, depth + 1, annotation)
+            owner = node.child_by_field_name("object")
+            if not annotation and owner is not None and owner.type == "identifier" and self.own_instance(_text(owner), scope_index):
+                return None  # ``self.x``: what a subclass of the document's class sets, maybe
+            base = self.expression(owner, scope_index, depth + 1, annotation)
             attribute = node.child_by_field_name("attribute")
             if base is None or attribute is None:
                 return None
@@ -371,10 +735,19 @@ class _Resolver:
                 called = function.child_by_field_name("attribute")
                 if called is not None and _text(called)[:2] == "__":
                     return None  # Cls.__new__(Cls), obj.__call__(): the protocol says nothing of the type
+                if called is not None and self.facts is not None and self.facts.may_define(_text(called)):
+                    return None  # a method the document's classes define may override a library one
             base = self.expression(function, scope_index, depth + 1)
+            if base is not None and base[0] == "builtins" and len(base) == 2:
+                if base[1] == "open":
+                    return open_path(node)
+                if base[1] not in _BUILTIN_RESULTS:
+                    return None
             return (*base, CALL) if base is not None else None
         if kind == "parenthesized_expression" and node.named_child_count == 1:
             return self.expression(node.named_children[0], scope_index, depth + 1, annotation)
+        if not annotation:
+            return literal_path(node)
         return None
 
 
@@ -385,30 +758,34 @@ _TREES_SIZE = 4
 def parsed(source: bytes, key: str = ""):
     """The tree-sitter tree of `source`; with a `key` (a document's URI) the previous
     tree of that document is reused for what did not change (one edit between the first
-    and the last differing byte), so typing re-parses a line, not the file."""
-    parser = _parser()
-    previous = _TREES.get(key) if key else None
-    tree = None
-    if previous is not None:
-        old, old_tree = previous
-        if old == source:
-            return old_tree
-        start = _common_prefix(old, source)
-        tail = _common_prefix(old[start:][::-1], source[start:][::-1])
-        old_end, new_end = len(old) - tail, len(source) - tail
-        old_tree.edit(
-            start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
-            start_point=_point(old, start), old_end_point=_point(old, old_end), new_end_point=_point(source, new_end),
-        )
-        tree = parser.parse(source, old_tree)
-    if tree is None:
-        tree = parser.parse(source)
-    if key:
-        _TREES.pop(key, None)
-        if len(_TREES) >= _TREES_SIZE:
-            _TREES.pop(next(iter(_TREES)))
-        _TREES[key] = (source, tree)
-    return tree
+    and the last differing byte), so typing re-parses a line, not the file.  A tree once
+    returned is never changed: the edit is made on a copy (another thread may still be
+    walking the old one), and parses take turns on the shared parser."""
+    with PARSE_LOCK:
+        parser = _parser()
+        previous = _TREES.get(key) if key else None
+        tree = None
+        if previous is not None:
+            old, old_tree = previous
+            if old == source:
+                return old_tree
+            start = _common_prefix(old, source)
+            tail = _common_prefix(old[start:][::-1], source[start:][::-1])
+            old_end, new_end = len(old) - tail, len(source) - tail
+            edited = old_tree.copy()
+            edited.edit(
+                start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+                start_point=_point(old, start), old_end_point=_point(old, old_end), new_end_point=_point(source, new_end),
+            )
+            tree = parser.parse(source, edited)
+        if tree is None:
+            tree = parser.parse(source)
+        if key:
+            _TREES.pop(key, None)
+            if len(_TREES) >= _TREES_SIZE:
+                _TREES.pop(next(iter(_TREES)))
+            _TREES[key] = (source, tree)
+        return tree
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -434,7 +811,7 @@ def receiver_bindings(
     """Name -> typed path (ending in `CALL`) for the names visible at `offset` whose type
     the document states (see the module docstring); never raises (a document that
     cannot be read binds none).  `key`: the document's URI (its parse is reused)."""
-    if not document or not roots:
+    if not document:
         return {}
     try:
         byte_offset = len(document[:offset].encode("utf-8", "surrogatepass"))
@@ -445,7 +822,7 @@ def receiver_bindings(
         source = document.encode("utf-8", "surrogatepass")
         tree = parsed(source, key)
         scopes = _scopes(tree, source, byte_offset)
-        resolver = _Resolver(scopes, roots)
+        resolver = _Resolver(scopes, roots, document_facts(tree, source))
         names = set().union(*(scope.bindings for scope in scopes))
         found = {}
         for name in sorted(names):
@@ -467,17 +844,76 @@ _ASSIGNED_CACHE: dict[str, frozenset[str]] = {}
 _ASSIGNED_QUERY = None
 
 
-def assigned_attribute_names(document: str, key: str = "", tree=None) -> frozenset[str]:
+class AssignedNames(frozenset):
+    """`assigned_attribute_names` for completions: the names, and `open_paths`, the typed
+    paths of ``self`` / ``cls`` in the document's classes.  A completion after ``self.``
+    may be a new attribute about to be assigned (``self.total = 0``), which no prefix
+    check can tell from a read: on those paths an unlisted name may be written, but not
+    called (the API monitor treats them as data, as a DataFrame's columns)."""
+
+    open_paths: frozenset = frozenset()
+
+    def __new__(cls, names=(), open_paths=()):
+        made = super().__new__(cls, names)
+        made.open_paths = frozenset(tuple(p) for p in open_paths)
+        return made
+
+
+_SELF_PATHS: dict[tuple, frozenset] = {}
+
+
+def self_paths(document: str, roots: Mapping[str, tuple[str, ...]], key: str = "") -> frozenset[tuple[str, ...]]:
+    """The typed paths ``self`` and ``cls`` have in the document's classes (their one
+    library base, `_Resolver.class_base`); the last few documents are kept."""
+    remembered = (document, tuple(sorted(roots.items())))
+    found = _SELF_PATHS.get(remembered)
+    if found is None:
+        found = _self_paths(document, roots, key)
+        if len(_SELF_PATHS) >= 4:
+            _SELF_PATHS.pop(next(iter(_SELF_PATHS)))
+        _SELF_PATHS[remembered] = found
+    return found
+
+
+def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], key: str) -> frozenset[tuple[str, ...]]:
+    try:
+        source = document.encode("utf-8", "surrogatepass")
+        tree = parsed(source, key)
+        module = _Scope(tree.root_node, "module")
+        _collect(tree.root_node, module)
+        resolver = _Resolver([module], roots, document_facts(tree, source))
+        found = set()
+        for values in module.bindings.values():
+            for value in values:
+                if value is not _UNTYPED and value[0] == _CLASS:
+                    stack = [value[1]]
+                    while stack:
+                        node = stack.pop()
+                        base = resolver.class_base(node, 0)
+                        if base is not None:
+                            found.update({base, (*base, CALL)})
+                        body = node.child_by_field_name("body")
+                        stack.extend(c for c in (body.children if body is not None else ()) if c.type == "class_definition")
+        return frozenset(found)
+    except Exception:  # noqa: BLE001 - an unreadable document types no self
+        log.debug("could not type the document's self", exc_info=True)
+        return frozenset()
+
+
+def assigned_attribute_names(document: str, key: str = "", tree=None, roots: Mapping[str, tuple[str, ...]] | None = None) -> frozenset[str]:
     """The attribute names the document assigns on any object (``server.wfile = f``,
-    ``self.count += 1``, ``a.x, b.y = ...``, ``setattr(obj, "name", v)``): an object of a
-    library class may get them at run time, so they are never rejected on a typed
-    receiver.  `tree`: the document's parse, when the caller has it."""
+    ``self.count += 1``, ``a.x, b.y = ...``, ``setattr(obj, "name", v)``) and the names
+    its classes define (methods, class attributes): an object of a library class may
+    get them at run time (or be an instance of such a subclass), so they are never
+    rejected on a typed receiver.  `tree`: the document's parse, when the caller has it.
+    With `roots` (completions): an `AssignedNames` that also holds the paths of ``self``
+    and ``cls``."""
     global _ASSIGNED_QUERY
     if not document:
         return frozenset()
     cached = _ASSIGNED_CACHE.get(document)
     if cached is not None:
-        return cached
+        return AssignedNames(cached, self_paths(document, roots, key)) if roots is not None else cached
     names: set[str] = set()
     try:
         from tree_sitter import Query, QueryCursor
@@ -491,12 +927,25 @@ def assigned_attribute_names(document: str, key: str = "", tree=None) -> frozens
                 (pattern_list (attribute attribute: (identifier) @name))
                 (tuple_pattern (attribute attribute: (identifier) @name))
                 (call function: (identifier) @function arguments: (argument_list . (_) . (string) @key))
+                (class_definition body: (block (function_definition name: (identifier) @name)))
+                (class_definition body: (block (decorated_definition definition: (_ name: (identifier) @name))))
+                (class_definition body: (block (class_definition name: (identifier) @name)))
+                (class_definition body: (block (expression_statement (assignment left: (identifier) @name))))
+                (class_definition body: (block (expression_statement (assignment left: (pattern_list (identifier) @name)))))
+                (class_definition body: (block (_ (block (expression_statement (assignment left: (identifier) @name))))))
+                (class_definition body: (block (_ (block (function_definition name: (identifier) @name)))))
+                (class_definition body: (block (_ (block (decorated_definition definition: (_ name: (identifier) @name))))))
+                (class_definition body: (block (_ (_ (block (expression_statement (assignment left: (identifier) @name)))))))
+                (class_definition body: (block (_ (_ (block (function_definition name: (identifier) @name))))))
                 """,
             )
         if tree is None:
             tree = parsed(document.encode("utf-8", "surrogatepass"), key)
         captures = QueryCursor(_ASSIGNED_QUERY).captures(tree.root_node)
         names.update(_text(node) for node in captures.get("name", []))
+        # (the patterns on class bodies) what the document's classes define: `self` of a
+        # method is typed by the class's library base, and an instance of a subclass may
+        # stand where the base is named
         if any(_text(node) == "setattr" for node in captures.get("function", [])):
             names.update(_text(node).strip("'\"rbuRBU") for node in captures.get("key", []))
     except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
@@ -504,6 +953,8 @@ def assigned_attribute_names(document: str, key: str = "", tree=None) -> frozens
     found = frozenset(name for name in names if name.isidentifier())
     _ASSIGNED_CACHE.clear()
     _ASSIGNED_CACHE[document] = found
+    if roots is not None:  # for completions: with the paths of `self` / `cls`
+        return AssignedNames(found, self_paths(document, roots, key))
     return found
 
 
@@ -518,10 +969,11 @@ class DocumentScopes:
     `name` as seen at `node` (None: unknown), by the same rules as `receiver_bindings`.
     """
 
-    def __init__(self, tree, roots: Mapping[str, tuple[str, ...]]):
+    def __init__(self, tree, roots: Mapping[str, tuple[str, ...]], source: bytes | None = None):
         self.roots = dict(roots)
         self.module = _Scope(tree.root_node, "module")
         _collect(tree.root_node, self.module)
+        self.facts = document_facts(tree, source if source is not None else tree.root_node.text)
         self._scopes: dict[tuple[int, int, str], _Scope] = {}
         self._resolvers: dict[tuple, _Resolver] = {}
 
@@ -586,7 +1038,7 @@ class DocumentScopes:
         key = tuple(id(scope) for scope in scopes)
         resolver = self._resolvers.get(key)
         if resolver is None:
-            resolver = self._resolvers[key] = _Resolver(scopes, self.roots)
+            resolver = self._resolvers[key] = _Resolver(scopes, self.roots, self.facts)
         return resolver
 
     def typed(self, node, name: str) -> tuple[str, ...] | None:
@@ -600,10 +1052,51 @@ class DocumentScopes:
             log.debug("could not type %s", name, exc_info=True)
             return None
 
+    def own_instance(self, node, name: str) -> bool:
+        """Whether `name` as seen at `node` is the first parameter of a method of the
+        document's class (``self``, ``cls``): a value of that class or of any subclass,
+        in this document or another, which may add any attribute."""
+        try:
+            return self.resolver(node).own_instance(name)
+        except Exception:  # noqa: BLE001 - an unreadable binding: say so
+            return True
+
+    def builtin(self, name: str) -> tuple[str, ...] | None:
+        """``("builtins", name)`` for a builtin class, ``sorted`` or ``open`` that the
+        document never rebinds (and no star import may shadow); else None."""
+        return _Resolver([self.module], self.roots, self.facts).builtin(name)
+
+    def builtin_function(self, name: str) -> tuple[str, ...] | None:
+        """``("builtins", name)`` for any builtin function the document never rebinds
+        (its keyword names are checked; what it returns is not typed); else None."""
+        if name.startswith("_") or name in ("type", "super") or not callable(getattr(builtins, name, None)):
+            return None
+        facts = self.facts
+        if facts.star_import or name in self.roots or name in facts.bound:
+            return None
+        return ("builtins", name)
+
+    def defines(self, name: str) -> bool:
+        """Whether the document may define `name` (a method of one of its classes may
+        override a library method of that name: what it returns is not the library's)."""
+        return self.facts.may_define(name)
+
+    @staticmethod
+    def literal(node) -> tuple[str, ...] | None:
+        """The typed path of a literal or display (`literal_path`)."""
+        return literal_path(node)
+
+    @staticmethod
+    def opened(call) -> tuple[str, ...] | None:
+        """What a call of the builtin ``open`` returns (`open_path`)."""
+        return open_path(call)
+
     def bound_otherwise(self, name: str) -> bool:
         """Whether `name` is bound anywhere in the document by something other than an
         import (an assignment other than ``= None``, a parameter, a loop target, a
         definition...): an alias of that name may then not be the module."""
+        if name not in self.facts.bound_not_imported:  # the common case, without building every scope
+            return False
         for scope in (self.module, *self._all_scopes()):
             for value in scope.bindings.get(name, ()):
                 if value is _UNTYPED:

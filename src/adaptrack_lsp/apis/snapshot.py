@@ -38,7 +38,10 @@ methods), and the signatures of methods called on an instance are keyed
 ``"<class>().<method>()"``.  ``members(path + ("()",))`` answers from them: the members
 of an instance of the class `path` names or returns, with a ``"*"`` member (kind
 "any" or "values") when there are others.  ``roots`` (optional) lists every top-level
-module the snapshot walked when a distribution installs several.
+module the snapshot walked when a distribution installs several; ``modules`` (format 4)
+every module walked, ``skipped_modules`` the public submodules that did not import there
+(name -> the error), which `SnapshotIndex.unchecked` reports, and ``environment`` what
+the walk's environment held (a target's: see `targets.target_snapshot`).
 
 ``members(path)`` lists the children of `path` among the names.  A path that has no
 children in the snapshot (a class, a function, a module the snapshot did not walk) or
@@ -103,9 +106,12 @@ def _read_capped(handle, limit: int, path: Path) -> bytes:
 
 
 def read_snapshot(
-    path: str | os.PathLike, *, max_bytes: int = MAX_SNAPSHOT_BYTES, max_names: int = MAX_SNAPSHOT_NAMES
+    path: str | os.PathLike, *, max_bytes: int = MAX_SNAPSHOT_BYTES, max_names: int = MAX_SNAPSHOT_NAMES,
+    check_signatures: bool = True,
 ) -> dict[str, Any]:
-    """The snapshot in `path` (``.json`` or ``.json.gz``), validated and within the caps."""
+    """The snapshot in `path` (``.json`` or ``.json.gz``), validated and within the caps
+    (`check_signatures=False`: one this program wrote into its cache; the notation of its
+    signatures is not gone through again)."""
     path = Path(path)
     try:
         if path.name.endswith(".gz"):
@@ -119,11 +125,11 @@ def read_snapshot(
         raise SnapshotError(f"snapshot not found: {path}") from None
     except (OSError, ValueError, EOFError) as error:
         raise SnapshotError(f"cannot read snapshot {path}: {error}") from None
-    validate_snapshot(data, str(path), max_names=max_names)
+    validate_snapshot(data, str(path), max_names=max_names, check_signatures=check_signatures)
     return data
 
 
-def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = MAX_SNAPSHOT_NAMES) -> None:
+def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = MAX_SNAPSHOT_NAMES, check_signatures: bool = True) -> None:
     if not isinstance(data, dict):
         raise SnapshotError(f"{origin}: expected a JSON object")
     for field in ("package", "root"):
@@ -148,16 +154,31 @@ def validate_snapshot(data: Any, origin: str = "snapshot", *, max_names: int = M
     roots = data.get("roots", [])
     if not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots):
         raise SnapshotError(f"{origin}: 'roots' must be a list of module names")
+    modules = data.get("modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise SnapshotError(f"{origin}: 'modules' must be a list of module names")
+    _validate_messages(data.get("skipped_modules", {}), f"{origin}: 'skipped_modules'")
     signatures = data.get("signatures", {})
     if not isinstance(signatures, dict):
         raise SnapshotError(f"{origin}: 'signatures' must be an object (dotted call -> list of parameters)")
-    for call, items in signatures.items():
-        try:
-            if not call.endswith("()"):
-                raise ValueError("the key must end in ()")
-            Signature.from_list(items)
-        except ValueError as error:
-            raise SnapshotError(f"{origin}: signature of {call!r}: {error}") from None
+    for call, items in signatures.items() if check_signatures else ():
+        # the notation only (a quick pass: a target set reads tens of thousands); the
+        # rules of `Signature.from_list` apply where one is used
+        problem = ""
+        if not isinstance(call, str) or not call.endswith("()"):
+            problem = "the key must end in ()"
+        elif isinstance(items, str) or not isinstance(items, list):
+            problem = "a signature is a list of parameter strings"
+        else:
+            for item in items:
+                if not isinstance(item, str):
+                    problem = "a signature is a list of parameter strings"
+                elif item not in ("/", "*") and not item.lstrip("*").isidentifier():
+                    problem = f"parameter {item!r} is not an identifier"
+                if problem:
+                    break
+        if problem:
+            raise SnapshotError(f"{origin}: signature of {call!r}: {problem}")
 
 
 def _validate_messages(messages: Any, where: str) -> None:
@@ -180,12 +201,13 @@ def write_snapshot(data: Mapping[str, Any], path: str | os.PathLike) -> None:
 class SnapshotIndex(APIIndex):
     """Members of dotted paths from a snapshot file (or an in-memory snapshot dict)."""
 
-    def __init__(self, path: str | os.PathLike | None = None, *, data: Mapping[str, Any] | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, data: Mapping[str, Any] | None = None, validated: bool = False):
+        """`validated`: `data` came from `read_snapshot` (it is not checked twice)."""
         if (path is None) == (data is None):
             raise ValueError("give exactly one of path or data")
         if data is None:
             data = read_snapshot(path)
-        else:
+        elif not validated:
             validate_snapshot(data)
         self.path = str(path) if path is not None else None
         self.package: str = data["package"]
@@ -213,6 +235,23 @@ class SnapshotIndex(APIIndex):
         self._class_paths: Mapping[str, str] = data.get("class_paths") or {}
         self._returns: Mapping[str, str] = data.get("returns") or {}
         self._instances: dict[str, dict[str, Member]] = {}
+        #: the modules the walk went through, and those it could not import (name -> why)
+        self.modules: frozenset[str] = frozenset(data.get("modules") or ())
+        self.skipped_modules: Mapping[str, str] = dict(data.get("skipped_modules") or {})
+        #: the environment the snapshot was walked in (`targets.target_snapshot`)
+        self.environment: Mapping[str, Any] = dict(data.get("environment") or {})
+
+    def unchecked(self, path: tuple[str, ...]) -> tuple[str, str] | None:
+        """(module, why) when `path` lies in a module of the package that the walk
+        could not import: the snapshot says nothing of it (unchecked, not accepted in
+        silence); None otherwise."""
+        parts = [p for p in path if p != CALL] if CALL not in path else list(path[: path.index(CALL)])
+        for depth in range(len(parts), 1, -1):
+            name = ".".join(parts[:depth])
+            reason = self.skipped_modules.get(name)
+            if reason is not None:
+                return name, reason
+        return None
 
     def members(self, path: tuple[str, ...]) -> Mapping[str, Member] | None:
         path = tuple(path)
@@ -277,7 +316,10 @@ class SnapshotIndex(APIIndex):
             items = self._signature_items.get(name)
             if items is None:
                 return None
-            found = self._signatures[name] = Signature.from_list(items)
+            try:
+                found = self._signatures[name] = Signature.from_list(items)
+            except ValueError:
+                return None  # a list the notation allows but the rules do not: unknown
         return found
 
     @property

@@ -42,10 +42,11 @@ from typing import Any
 from adaptrack_lsp.apis.environments import (
     EnvironmentBuildError,
     environment_for,
+    find_environment,
     normalize_name,
     python_identity,
 )
-from adaptrack_lsp.apis.index import APIIndex, Member, Signature
+from adaptrack_lsp.apis.index import CALL, APIIndex, Member, Signature
 from adaptrack_lsp.apis.snapshot import ANY_ATTRIBUTE, DEFAULT_MAX_DEPTH, SnapshotError, SnapshotIndex
 from adaptrack_lsp.config import cache_root
 
@@ -100,6 +101,32 @@ class DeclaredTargets:
 
     targets: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: the project's ``requires-python`` ("" when it declares none)
+    requires_python: str = ""
+
+
+#: the Python versions `python_note` considers
+_PYTHONS = [f"3.{minor}" for minor in range(6, 16)]
+
+
+def python_note(requires_python: str, version: str) -> str:
+    """What to say when a project's ``requires-python`` allows Pythons other than the
+    checking interpreter's `version` (``"3.11"``): the standard library is checked for
+    that interpreter's version only.  "" when it allows none other (or says nothing)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if not requires_python.strip():
+        return ""
+    try:
+        allowed = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return ""
+    others = [python for python in _PYTHONS if python != version and allowed.contains(f"{python}.0", prereleases=True)]
+    if not others:
+        return ""
+    shown = others[0] if len(others) == 1 else f"{others[0]} to {others[-1]}" if len(others) == int(others[-1].split(".")[1]) - int(others[0].split(".")[1]) + 1 else ", ".join(others)
+    return (f"requires-python {requires_python.strip()} also allows Python {shown}: standard-library names are checked "
+            f"for Python {version} only (the checking interpreter's)")
 
 
 def targets_from_file(path: str | os.PathLike) -> DeclaredTargets:
@@ -150,7 +177,7 @@ def _pyproject_targets(file: Path, content: str, groups: Sequence[str]) -> Decla
             known = ", ".join(sorted(optional)) or "none"
             raise ValueError(f"{file} has no optional-dependencies group {group!r} (groups: {known})")
         items.extend(optional[group])
-    declared = DeclaredTargets()
+    declared = DeclaredTargets(requires_python=str(project.get("requires-python") or ""))
     for item in items:
         _keep(declared, str(item), f"{file.name}: {item}")
     return declared
@@ -349,72 +376,273 @@ def top_level_modules(python: str | os.PathLike, name: str) -> list[str]:
 def walk_environment(python: str | os.PathLike, name: str, version: str, *, progress: Progress | None = None,
                      requirement: str = "", max_depth: int = DEFAULT_MAX_DEPTH, timeout_s: float = TARGET_WALK_TIMEOUT_S) -> dict[str, Any]:
     """One snapshot of distribution `name` as installed for `python`: the walk of each of
-    its top-level modules (`snapshot.walk_snapshot`, contained), merged.  RuntimeError
-    when no module could be walked."""
+    its top-level modules (`snapshot.walk_snapshot`, contained), merged.  A top-level
+    module that cannot be walked, or a walk that finds no name, is an error of the
+    target (RuntimeError naming the module and the cause): never a partial or empty
+    snapshot.  Public submodules that do not import are named in the snapshot
+    (``skipped_modules``)."""
     from adaptrack_lsp.apis.snapshot import walk_snapshot
 
     modules = top_level_modules(python, name)
     merged: dict[str, Any] = {}
     walked: list[str] = []
-    failures: list[str] = []
     for module in modules:
         if progress is not None:
             progress(f"walking {module} ({name} {version})")
         try:
             data = walk_snapshot(str(python), module, max_depth, timeout_s)
         except RuntimeError as error:
-            failures.append(f"{module}: {error}")
-            continue
+            raise RuntimeError(f"{name} {version}: the walk of {module} failed: {_last_line(str(error))}") from None
         walked.append(module)
         if not merged:
             merged = dict(data)
             continue
         merged["names"] = sorted(set(merged["names"]) | set(data["names"]))
-        for key in ("kinds", "signatures", "deprecated", "classes", "class_paths", "returns"):
+        merged["modules"] = sorted(set(merged.get("modules") or ()) | set(data.get("modules") or ()))
+        for key in ("kinds", "signatures", "deprecated", "classes", "class_paths", "returns", "skipped_modules"):
             merged[key] = {**(data.get(key) or {}), **(merged.get(key) or {})}
-    if not walked:
-        raise RuntimeError(f"no module of {name} {version} could be walked: " + "; ".join(failures))
+    if not any(not name.rsplit(".", 1)[-1].startswith("_") for name in merged.get("names") or ()):
+        raise RuntimeError(f"{name} {version}: the walk of {', '.join(walked) or 'its modules'} found no public name")
     merged.update(package=normalize_name(name), version=version, root=walked[0], roots=walked, requirement=requirement or f"{name}=={version}")
-    if failures:
-        merged["skipped_modules"] = failures
     return merged
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else text.strip()
+
+
+# --------------------------------------------------------------------------- what works here
+
+_IMPORT_ALL = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+#: the longest importing a release's modules may take
+IMPORT_TIMEOUT_S = 300.0
+
+
+def import_problem(python: str | os.PathLike, name: str) -> str:
+    """"" when every top-level module of distribution `name` imports in the environment
+    of `python` (contained, as the walk), else the error (its last line)."""
+    from adaptrack_lsp.apis.interpreter_check import run_contained
+
+    modules = top_level_modules(python, name)
+    try:
+        code, _out, err = run_contained([str(python), "-I", "-B", "-c", _IMPORT_ALL, *modules], IMPORT_TIMEOUT_S)
+    except TimeoutError:
+        return f"importing {', '.join(modules)} took longer than {IMPORT_TIMEOUT_S:g} s"
+    except OSError as error:
+        return f"cannot run {python}: {error}"
+    return "" if code == 0 else _last_line(err) or f"exit status {code}"
+
+
+@dataclass
+class Probe:
+    """Whether a release installs (dependencies as of its release) and imports here."""
+
+    works: bool
+    reason: str = ""
+    environment: Any = None
+
+
+def _probe_file(name: str, version: str, python: str | None) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", version)
+    return cache_root() / "targets" / "probes" / f"{normalize_name(name)}-{safe}-{python_identity(python)}-r{PROBE_RECIPE}.json"
+
+
+#: bumped when what a probe does changes (verdicts kept on disk are asked again)
+PROBE_RECIPE = 1
+
+
+def target_environment(name: str, version: str, *, python: str | None = None, progress: Progress | None = None):
+    """The environment of `name` `version`: its own, with the dependencies of the
+    release's time (`dated_resolution`: uploaded before the release plus a few days;
+    as of today where the index does not say, noted in the environment)."""
+    from adaptrack_lsp.apis.dated_resolution import ReleaseDatesUnavailable, cutoff
+
+    try:
+        as_of = cutoff(name, version)
+    except ReleaseDatesUnavailable as error:
+        if "cannot be reached" in str(error) and find_environment([f"{name}=={version}"], python) is None:
+            raise EnvironmentBuildError(
+                [f"{name}=={version}"], str(error).replace("cannot be reached", "cannot be reached (offline?)", 1),
+                "connect to the network once; the environment is cached afterwards", requirement=f"{name}=={version}",
+            ) from None
+        if progress is not None:
+            progress(f"{name} {version}: dependencies are resolved as of today ({error})")
+        as_of = None
+    return environment_for([f"{name}=={version}"], python=python, progress=progress, as_of=as_of, exempt=[name])
+
+
+def probe_release(name: str, version: str, *, python: str | None = None, progress: Progress | None = None) -> Probe:
+    """Whether `name` `version` installs and imports on this Python (kept on disk; an
+    environment that does not work is removed).  An index out of reach is not a
+    verdict: it raises `EnvironmentBuildError`."""
+    from adaptrack_lsp.apis.environments import remove_environment
+
+    path = _probe_file(name, version, python)
+    try:
+        cached = json.loads(path.read_text())
+        return Probe(bool(cached["works"]), str(cached.get("reason", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        cached = None
+    if progress is not None and cached is None:
+        progress(f"trying {name} {version} on Python {sys.version_info[0]}.{sys.version_info[1]}")
+    try:
+        environment = target_environment(name, version, python=python, progress=progress)
+    except EnvironmentBuildError as error:
+        if "cannot be reached" in error.reason or "did not finish" in error.reason:
+            raise
+        result = Probe(False, f"does not install: {error.reason}")
+    else:
+        problem = import_problem(environment.python, name)
+        result = Probe(not problem, f"does not import: {problem}" if problem else "", environment)
+        if problem:
+            remove_environment(environment)
+            result.environment = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({"works": result.works, "reason": result.reason}))
+    os.replace(temporary, path)
+    return result
+
+
+@dataclass
+class Choice:
+    """The versions a range target checks, and why they moved from the range's ends."""
+
+    versions: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def choose_versions(requirement, *, python: str | None = None, progress: Progress | None = None,
+                    releases: Sequence[str] | None = None, probe: Callable[..., Probe] | None = None) -> Choice:
+    """The lowest and the highest release matching `requirement` (with a wheel for this
+    Python) that install and import here: where an end does not, the nearest release
+    that does, found by bisection over the releases between (each verdict kept on
+    disk; releases are assumed to work from some version on, and up to some version).
+    A pinned target is that release, whatever it does (its failure is the target's).
+    Raises `EnvironmentBuildError` when no release works or the index is out of reach.
+    `releases` and `probe` stand in for the index's list and `probe_release`."""
+    from packaging.version import InvalidVersion, Version
+
+    pinned = exact_pin(requirement)
+    if pinned is not None:
+        return Choice([pinned])
+    name = normalize_name(requirement.name)
+    if releases is None:
+        listed = concrete_versions(requirement, python=python)  # raises with the reasons
+        releases = available_versions(name, python=python)
+    else:
+        listed = []
+    parsed = []
+    for text in releases:
+        try:
+            parsed.append((Version(text), text))
+        except InvalidVersion:
+            continue
+    texts = {version: text for version, text in parsed}
+    # pre-releases only where the range asks for one, or no final release matches
+    matching = [texts[version] for version in sorted(requirement.specifier.filter(texts))] or listed
+    if not matching:
+        raise EnvironmentBuildError([str(requirement)], f"no release of {name} matches {requirement.specifier}", "widen the range", requirement=str(requirement))
+    here = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
+    verdicts: dict[int, Probe] = {}
+    probe = probe or probe_release
+
+    def works(position: int) -> bool:
+        if position not in verdicts:
+            verdicts[position] = probe(name, matching[position], python=python, progress=progress)
+        return verdicts[position].works
+
+    notes: list[str] = []
+    last = len(matching) - 1
+    low = 0 if works(0) else None
+    high = last if works(last) else None
+    good = low if low is not None else high
+    if good is None and last > 1:
+        middle = last // 2
+        if works(middle):
+            good = middle
+    if good is None:
+        reasons = "; ".join(f"{matching[p]}: {verdicts[p].reason}" for p in sorted(verdicts))
+        raise EnvironmentBuildError(
+            [str(requirement)], f"no release of {name} matching {requirement.specifier} installs and imports on {here} ({reasons})",
+            "narrow the range to releases that support this Python, or run with a Python they support", requirement=str(requirement),
+        )
+    if low is None:  # the lowest working release lies between 0 (fails) and a good one
+        failing = 0
+        while good - failing > 1:
+            middle = (failing + good) // 2
+            if works(middle):
+                good = middle
+            else:
+                failing = middle
+        low = good
+        span = matching[0] if failing == 0 else f"{matching[0]} to {matching[failing]}"
+        notes.append(f"version target {requirement}: {span} {'does' if failing == 0 else 'do'} not install or import on {here} "
+                     f"({matching[0]} {verdicts[0].reason}); checking {matching[low]} as the lowest")
+    if high is None:  # the highest working release lies between low (works) and last (fails)
+        good, failing = low, last
+        while failing - good > 1:
+            middle = (good + failing) // 2
+            if works(middle):
+                good = middle
+            else:
+                failing = middle
+        high = good
+        span = matching[last] if failing == last else f"{matching[failing]} to {matching[last]}"
+        notes.append(f"version target {requirement}: {span} {'does' if failing == last else 'do'} not install or import on {here} "
+                     f"({matching[last]} {verdicts[last].reason}); checking {matching[high]} as the highest")
+    return Choice(list(dict.fromkeys([matching[low], matching[high]])), notes)
 
 
 def target_snapshot(name: str, version: str, *, python: str | None = None, progress: Progress | None = None) -> tuple[dict[str, Any], Path, float]:
     """(snapshot, its cache file, seconds spent building it: 0 when it was cached) of
-    distribution `name` at `version`: built once in its own environment.  Raises
-    `EnvironmentBuildError` (cannot install: offline, no wheel) or RuntimeError (the
-    walk failed)."""
+    distribution `name` at `version`: built once in its own environment, with the
+    dependencies of the release's time (`target_environment`), which the snapshot
+    records (``environment``: the time, what was installed, notes).  Raises
+    `EnvironmentBuildError` (cannot install: offline, no wheel) or RuntimeError (it
+    does not import, the walk failed)."""
     from adaptrack_lsp.apis.snapshot import read_snapshot, write_snapshot
     from adaptrack_lsp.cache import file_lock
 
     path = snapshot_path(name, version, python)
-    cached = _read_cached(path, read_snapshot)
+    cached = _read_cached(path, lambda file: read_snapshot(file, check_signatures=False))
     if cached is not None:
         return cached, path, 0.0
     with file_lock(path.parent / f".{path.name}.lock"):
-        cached = _read_cached(path, read_snapshot)
+        cached = _read_cached(path, lambda file: read_snapshot(file, check_signatures=False))
         if cached is not None:
             return cached, path, 0.0
         started = time.monotonic()
         if progress is not None:
             progress(f"building the API snapshot of {name} {version} (once; kept in {path.parent})")
         requirement = f"{name}=={version}"
-        environment = environment_for([requirement], python=python, progress=progress)
+        environment = target_environment(name, version, python=python, progress=progress)
         installed = environment.version_of(name)
         if installed is not None and installed != version:
             from packaging.version import Version
 
             if Version(installed) != Version(version):
                 raise EnvironmentBuildError([requirement], f"pip installed {name} {installed}, not {version}", "report this as a bug", requirement=requirement)
+        problem = import_problem(environment.python, name)
+        if problem:
+            raise RuntimeError(f"{name} {version} does not import on Python {sys.version_info[0]}.{sys.version_info[1]}: {problem}")
         data = walk_environment(environment.python, name, version, progress=progress, requirement=requirement)
         seconds = time.monotonic() - started
         data["build_seconds"] = round(seconds, 1)
+        data["environment"] = {
+            "as_of": environment.as_of,
+            "installed": {k: v for k, v in sorted(environment.installed.items()) if k not in ("pip", "setuptools", "wheel")},
+            "notes": list(environment.notes),
+        }
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp.json.gz")
         write_snapshot(data, temporary)
         os.replace(temporary, path)
+        _write_summary(path, data)
     if progress is not None:
-        progress(f"{name} {version}: {len(data['names']):,} names, {len(data.get('classes') or {}):,} classes ({seconds:.1f} s)")
+        skipped = len(data.get("skipped_modules") or {})
+        progress(f"{name} {version}: {len(data['names']):,} names, {len(data.get('classes') or {}):,} classes"
+                 f"{f', {skipped} submodules that do not import' if skipped else ''} ({seconds:.1f} s)")
     return data, path, seconds
 
 
@@ -431,15 +659,92 @@ def _read_cached(path: Path, read) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- the index
 
 
-@dataclass(frozen=True)
 class Target:
-    """One indexed target version: the distribution, the version and its snapshot."""
+    """One indexed target version: the distribution, the version and its snapshot, read
+    from disk the first time a check asks about one of its modules (`summary`: what is
+    known without reading it: its top-level modules, its environment, the submodules that
+    did not import)."""
 
-    package: str
-    version: str
-    index: SnapshotIndex
-    #: the specifier it was chosen for
-    specifier: str = ""
+    def __init__(self, package: str, version: str, index: SnapshotIndex | None = None, specifier: str = "",
+                 path: str | os.PathLike | None = None, summary: Mapping[str, Any] | None = None):
+        if index is None and path is None:
+            raise ValueError("a target needs its snapshot or the file holding it")
+        self.package = package
+        self.version = version
+        #: the specifier it was chosen for
+        self.specifier = specifier
+        self.path = str(path) if path is not None else getattr(index, "path", None)
+        summary = dict(summary or {})
+        if index is not None:
+            summary = {"roots": list(index.roots), "environment": dict(index.environment),
+                       "skipped_modules": dict(index.skipped_modules), **summary}
+        self.roots: tuple[str, ...] = tuple(summary.get("roots") or (normalize_name(package).replace("-", "_"),))
+        self.environment: Mapping[str, Any] = dict(summary.get("environment") or {})
+        self.skipped_modules: Mapping[str, str] = dict(summary.get("skipped_modules") or {})
+        self._index = index
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._index is not None
+
+    @property
+    def index(self) -> SnapshotIndex:
+        """The snapshot (read on first use)."""
+        if self._index is None:
+            from adaptrack_lsp.apis.snapshot import read_snapshot
+
+            with self._lock:
+                if self._index is None:
+                    index = SnapshotIndex(data=read_snapshot(self.path, check_signatures=False), validated=True)
+                    index.path = self.path
+                    self._index = index
+        return self._index
+
+    def __repr__(self) -> str:
+        return f"Target({self.package!r}, {self.version!r}, loaded={self.loaded})"
+
+
+def _summary_path(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(".json.gz") + ".summary.json")
+
+
+def snapshot_summary(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What `Target` keeps of a snapshot without reading it whole."""
+    return {
+        "package": data.get("package"), "version": data.get("version"),
+        "roots": list(dict.fromkeys([data.get("root"), *(data.get("roots") or ())])),
+        "environment": dict(data.get("environment") or {}),
+        "skipped_modules": dict(data.get("skipped_modules") or {}),
+        "names": len(data.get("names") or ()),
+    }
+
+
+def _write_summary(path: Path, data: Mapping[str, Any]) -> None:
+    summary = _summary_path(path)
+    temporary = summary.with_name(f".{summary.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(snapshot_summary(data)))
+    os.replace(temporary, summary)
+
+
+def target_summary(name: str, version: str, *, python: str | None = None, progress: Progress | None = None) -> tuple[dict[str, Any], Path]:
+    """(`snapshot_summary`, the snapshot's file) of `name` `version`: from the summary
+    kept beside a cached snapshot, else the snapshot is read (or built) once."""
+    path = snapshot_path(name, version, python)
+    summary = _summary_path(path)
+    try:
+        if path.is_file() and summary.stat().st_mtime >= path.stat().st_mtime:
+            found = json.loads(summary.read_text())
+            if isinstance(found, dict) and found.get("roots"):
+                return found, path
+    except (OSError, ValueError):
+        pass
+    data, path, _ = target_snapshot(name, version, python=python, progress=progress)
+    try:
+        _write_summary(path, data)
+    except OSError:
+        log.debug("cannot write the summary of %s", path, exc_info=True)
+    return snapshot_summary(data), path
 
 
 def intersect_members(answers: Sequence[Mapping[str, Member] | None]) -> Mapping[str, Member] | None:
@@ -504,8 +809,17 @@ class TargetsIndex(APIIndex):
     targets are ready ("") or failed (the message)."""
 
     def __init__(self, live: APIIndex, targets: Sequence[str], *, python: str | None = None,
-                 progress: Progress | None = None, finished: Callable[[str], None] | None = None):
+                 progress: Progress | None = None, finished: Callable[[str], None] | None = None, strict: bool = False):
         self.live = live
+        #: a target that cannot be built is the index's problem (else its package is
+        #: unchecked under that target, and the others are checked)
+        self.strict = bool(strict)
+        #: the targets that could not be built: "version target X: why (fix)"
+        self.failures: list[str] = []
+        #: what the versions chosen are and why (a range's end that does not work here)
+        self.notes: list[str] = []
+        #: module -> why, for modules a target's snapshot does not hold that a check asked about
+        self.unchecked_modules: dict[str, str] = {}
         self.specifiers = [str(t).strip() for t in targets if str(t).strip()]
         self.requirements = [parse_target(t) for t in self.specifiers]
         self.base_python = python
@@ -536,7 +850,18 @@ class TargetsIndex(APIIndex):
             state = "failed"
         else:
             state = ", ".join(f"{t.package} {t.version}" for t in self.targets) or "none apply"
+            if self.failures:
+                state += f" ({len(self.failures)} not built: {'; '.join(self.failures)})"
         return f"{live}; version targets {', '.join(self.specifiers)}: {state}"
+
+    def status_note(self) -> str:
+        """What a status line says besides "ready": the targets that could not be built
+        (their packages are unchecked under them) and the modules found unchecked."""
+        parts = list(self.failures)
+        if self.unchecked_modules:
+            shown = ", ".join(sorted(self.unchecked_modules)[:3]) + (f" and {len(self.unchecked_modules) - 3} more" if len(self.unchecked_modules) > 3 else "")
+            parts.append(f"unchecked under a target (not in its snapshot): {shown}")
+        return "; ".join(parts)
 
     def start(self) -> None:
         """Prepare the targets on a background thread (once)."""
@@ -568,36 +893,37 @@ class TargetsIndex(APIIndex):
 
     def _prepare(self) -> None:
         started = time.monotonic()
-        current = ""
-        try:
-            targets: list[Target] = []
-            for text, requirement in zip(self.specifiers, self.requirements):
-                current = text
+        targets: list[Target] = []
+        for text, requirement in zip(self.specifiers, self.requirements):
+            current = text
+            try:
                 if not applies(requirement):
                     self._say(f"version target {current}: its marker does not hold for this Python; skipped")
                     continue
                 name = normalize_name(requirement.name)
-                versions = concrete_versions(requirement, python=self.base_python)
-                self._say(f"version target {current}: checking {name} {', '.join(versions)} and the installed version")
-                for version in versions:
-                    current = f"{name}=={version}"
-                    data, path, _seconds = target_snapshot(name, version, python=self.base_python, progress=self._say)
-                    index = SnapshotIndex(data=data)
-                    index.path = str(path)
-                    targets.append(Target(name, version, index, text))
-            self.targets = targets
-            self.build_seconds = time.monotonic() - started
-            if targets:
-                self._say("version targets ready: " + ", ".join(f"{t.package} {t.version}" for t in targets))
-        except EnvironmentBuildError as error:
-            self._problem = f"version target {current}: {error}"
-        except (RuntimeError, ValueError, OSError, SnapshotError) as error:
-            self._problem = f"version target {current}: {error}"
-        except Exception as error:  # noqa: BLE001 - never a dead index thread: the problem is reported
-            log.exception("preparing the version targets failed")
-            self._problem = f"version target {current}: {type(error).__name__}: {error}"
-        finally:
-            self._done.set()
+                choice = choose_versions(requirement, python=self.base_python, progress=self._say)
+                for note in choice.notes:
+                    self.notes.append(note)
+                    self._say(note)
+                self._say(f"version target {current}: checking {name} {', '.join(choice.versions)} and the installed version")
+                for version in choice.versions:
+                    current = text if exact_pin(requirement) is not None else f"{text} ({name} {version})"
+                    summary, path = target_summary(name, version, python=self.base_python, progress=self._say)
+                    targets.append(Target(name, version, specifier=text, path=path, summary=summary))
+            except Exception as error:  # noqa: BLE001 - one target that cannot be built stops no other
+                if not isinstance(error, (EnvironmentBuildError, RuntimeError, ValueError, OSError, SnapshotError)):
+                    log.exception("preparing the version target %s failed", current)
+                known = isinstance(error, (EnvironmentBuildError, RuntimeError, ValueError, OSError))
+                message = f"version target {current}: {error if known else f'{type(error).__name__}: {error}'}"
+                self.failures.append(message)
+                self._say(f"{message}; {normalize_name(requirement.name)} is unchecked under that target" + ("" if self.strict else " (the other targets are checked)"))
+        self.targets = targets
+        self.build_seconds = time.monotonic() - started
+        if self.failures and self.strict:
+            self._problem = "; ".join(self.failures)
+        elif targets:
+            self._say("version targets ready: " + ", ".join(f"{t.package} {t.version}" for t in targets))
+        self._done.set()
         if self._problem:
             log.info("%s", self._problem)
         if self.finished is not None:
@@ -608,7 +934,7 @@ class TargetsIndex(APIIndex):
 
     # -- which indexes answer a path ----------------------------------------------------
     def _covering(self, root: str) -> list[Target]:
-        return [t for t in self.targets if t.index.has_root(root)]
+        return [t for t in self.targets if root in t.roots]
 
     def _usable(self) -> bool:
         return self._done.is_set() and not self._problem
@@ -622,7 +948,26 @@ class TargetsIndex(APIIndex):
         covering = self._covering(path[0])
         if not covering:
             return live
-        return intersect_members([live, *(t.index.members(path) for t in covering)])
+        answers = []
+        private = {name: member for name, member in (live or {}).items() if name.startswith("_")} if CALL not in path else {}
+        for target in covering:
+            answer = target.index.members(path)
+            if answer is None:
+                self._note_unchecked(target, path)
+            elif private:
+                # a walk lists a module's public names only: its private ones (`__name__`,
+                # `_impl`) are unknown there, not absent
+                answer = {**private, **answer}
+            answers.append(answer)
+        return intersect_members([live, *answers])
+
+    def _note_unchecked(self, target: Target, path: tuple[str, ...]) -> None:
+        """Remember a module `target`'s snapshot could not import that a check asked
+        about (`SnapshotIndex.unchecked`): said in `explain` and the status line."""
+        found = target.index.unchecked(path)
+        if found is not None and found[0] not in self.unchecked_modules:
+            module, reason = found
+            self.unchecked_modules[module] = f"{module} is unchecked under {target.package} {target.version}: it does not import there ({reason})"
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
         key = tuple(key)
@@ -705,7 +1050,7 @@ class TargetsIndex(APIIndex):
             found = {}
         if not self._usable():
             return found
-        roots = {root for t in self.targets for root in t.index.roots}
+        roots = {root for t in self.targets for root in t.roots}
         for root in roots:
             versions = [t.version for t in self._covering(root)]
             installed = found.get(root)
@@ -790,8 +1135,13 @@ __all__ = [
     "intersect_members",
     "intersect_signatures",
     "parse_target",
+    "python_note",
+    "choose_versions",
+    "probe_release",
     "snapshot_path",
+    "snapshot_summary",
     "target_snapshot",
+    "target_summary",
     "targets_from_file",
     "walk_environment",
 ]

@@ -45,7 +45,7 @@ from adaptrack_lsp.apis.index import CALL, Member, dotted
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CheckResult", "Checker", "Finding", "KINDS"]
+__all__ = ["CheckCancelled", "CheckResult", "Checker", "Finding", "KINDS"]
 
 #: what a finding is about (the closing note counts misses by these)
 KINDS = ("import", "attribute", "receiver", "keyword", "deprecated")
@@ -61,6 +61,8 @@ _GUARD_TEST = re.compile(
 #: decorators that skip or require (``@unittest.skipUnless(hasattr(os, "fork"), ...)``)
 _SKIP_DECORATOR = re.compile(r"skip|requires|xfail|only_if|\bif_", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
+#: calls whose arguments are expected to fail (``self.assertRaises(TypeError, f, x)``)
+_EXPECTING_CALL = re.compile(r"(?:^|\.)(?:assertRaises\w*|assertWarns\w*|assert_raises\w*|assert_warns|raises|warns|deprecated_call)$")
 _EXITS = frozenset({"return_statement", "raise_statement", "continue_statement", "break_statement"})
 #: how long one answer of the index is waited for before it counts as unknown
 DEFAULT_WAIT_S = 60.0
@@ -118,6 +120,10 @@ def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
 
+class CheckCancelled(Exception):
+    """A check stopped because its caller no longer wants it (`Checker.check`'s `cancelled`)."""
+
+
 class Checker:
     """Checks documents against one API index (a live environment, a snapshot, version
     targets: whatever `ConstraintEnvironment.api_index` gives)."""
@@ -145,29 +151,47 @@ class Checker:
         local_modules: Iterable[str] = (),
         key: str = "",
         cancelled: Callable[[], bool] | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> CheckResult:
         """The findings of document `text`; `local_modules`: more module names the
         document's own folder offers; `key`: the document's URI (its parse is reused
-        across edits); `cancelled`: polled between walks (a newer edit): the result is
-        then None-free but incomplete, and the caller drops it."""
+        across edits); `cancelled`: polled as the walk goes and between walks (a newer
+        edit): `CheckCancelled` is raised; `pause`: called at the same points, it may
+        block (the editor holds a check back while a completion is computed)."""
         from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
         from adaptrack_lsp.apis.receivers import parsed
+
+        def checkpoint() -> None:
+            if pause is not None:
+                pause()
+            if cancelled is not None and cancelled():
+                raise CheckCancelled
 
         source = text.encode("utf-8", "surrogatepass")
         tree = parsed(source, key)
         local = self.local_modules | frozenset(local_modules)
+        # answers given up on in an earlier check may have come since
+        self.given_up = {path for path in self.given_up if not self._ready(path)}
         rounds = 0
         while True:
             rounds += 1
+            checkpoint()
             view = ReadyOnlyIndex(self.index, unknown=self.given_up, wait_optional=True)
-            walk = _Walk(view, tree, source, local)
+            walk = _Walk(view, tree, source, local, checkpoint if (pause or cancelled) else None)
             result = walk.run()
             result.rounds = rounds
             pending = [p for p in view.pending if p not in self.given_up]
-            if not pending or (cancelled is not None and cancelled()):
+            if not pending:
                 result.unanswered = sorted(p for p in self.given_up if p and p[0] in walk.asked_roots)
                 return result
+            checkpoint()
             self._wait(pending)
+
+    def _ready(self, path: tuple[str, ...]) -> bool:
+        try:
+            return bool(self.index.ready(path))
+        except Exception:  # noqa: BLE001 - not ready
+            return False
 
     def _wait(self, pending: list[tuple[str, ...]]) -> None:
         from adaptrack_lsp.apis.index import describe_key
@@ -193,7 +217,10 @@ class Checker:
 class _Walk:
     """One walk of one parsed document against one index view."""
 
-    def __init__(self, index, tree, source: bytes, local_modules: frozenset[str]):
+    #: nodes visited between two calls of the checkpoint
+    CHECKPOINT_EVERY = 64
+
+    def __init__(self, index, tree, source: bytes, local_modules: frozenset[str], checkpoint: Callable[[], None] | None = None):
         from adaptrack_lsp.apis.imports import ambiguous_roots, imported_modules, learn_roots
         from adaptrack_lsp.apis.receivers import DocumentScopes, assigned_attribute_names
 
@@ -207,7 +234,7 @@ class _Walk:
         self.scopes = DocumentScopes(tree, roots)
         # an alias the document also binds some other way, or imports from two places
         # (a fallback for what may not be installed), may not be the module
-        ambiguous = ambiguous_roots(document)
+        ambiguous = ambiguous_roots(document) | self.guarded_only(tree)
         self.roots = {alias: path for alias, path in roots.items() if alias not in ambiguous and not self.scopes.bound_otherwise(alias)}
         self.assigned = assigned_attribute_names(document, tree=tree)
         edges: dict[tuple[str, ...], set[str]] = {}
@@ -217,6 +244,8 @@ class _Walk:
         self.module_edges = edges
         self.lazy_annotations = bool(re.search(r"^from\s+__future__\s+import\s+[^\n]*\bannotations\b", document, re.MULTILINE))
         self.result = CheckResult()
+        self.checkpoint = checkpoint
+        self._visits = 0
         self._members: dict[tuple[str, ...], Mapping[str, Member] | None] = {}
         self._line_starts: list[int] | None = None
         self.asked_roots: set[str] = set()
@@ -286,6 +315,10 @@ class _Walk:
         return self.result
 
     def visit(self, node, guarded: bool) -> None:
+        if self.checkpoint is not None:
+            self._visits += 1
+            if self._visits % self.CHECKPOINT_EVERY == 0:
+                self.checkpoint()
         kind = node.type
         if kind == "ERROR" or node.is_missing:
             self.unparsed(node)
@@ -303,6 +336,16 @@ class _Walk:
             guarded = guarded or (left is not None and bool(_GUARD_TEST.search(_text(left))))
         elif kind == "with_statement":
             guarded = guarded or self.suppress_guards(node)
+        elif kind == "call" and not guarded:
+            function = node.child_by_field_name("function")
+            if function is not None and _EXPECTING_CALL.search(_text(function)):
+                # the callee and its own keywords are checked; what it is handed is expected to fail
+                self.call(node)
+                self.visit(function, guarded)
+                for child in node.children:
+                    if child != function:
+                        self.visit(child, True)
+                return
         elif kind == "decorated_definition":
             guarded = guarded or any(
                 _SKIP_DECORATOR.search(_text(child)) for child in node.children if child.type == "decorator"
@@ -351,6 +394,48 @@ class _Walk:
         self.result.unparsed.append((line, column, f"{lines} not checked: {what}"))
 
     # -- guards --------------------------------------------------------------------------
+    def guarded_only(self, tree) -> frozenset[str]:
+        """The names bound only by imports under a guard (``if sys.platform == "win32":
+        import msvcrt``; ``try: import ujson as json``): whether the module is there
+        depends on the machine, and so does every use."""
+        guarded: set[str] = set()
+        plain: set[str] = set()
+        stack = [tree.root_node]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind in ("import_statement", "import_from_statement"):
+                names = set()
+                for child in node.children_by_field_name("name"):
+                    alias = child.child_by_field_name("alias") if child.type == "aliased_import" else None
+                    target = child.child_by_field_name("name") if child.type == "aliased_import" else child
+                    if alias is not None:
+                        names.add(_text(alias))
+                    elif target is not None and target.type == "dotted_name" and target.named_children:
+                        names.add(_text(target.named_children[0]))
+                (guarded if self.under_guard(node) else plain).update(names)
+                continue
+            stack.extend(node.children)
+        return frozenset(guarded - plain)
+
+    def under_guard(self, node) -> bool:
+        """Whether `node` lies under a guard (see the module docstring)."""
+        parent = node.parent
+        while parent is not None:
+            kind = parent.type
+            if kind == "try_statement" and self.try_guards(parent):
+                return True
+            if kind in ("if_statement", "while_statement") and self.condition_guards(parent):
+                return True
+            if kind == "with_statement" and self.suppress_guards(parent):
+                return True
+            if kind == "decorated_definition" and any(
+                _SKIP_DECORATOR.search(_text(c)) for c in parent.children if c.type == "decorator"
+            ):
+                return True
+            parent = parent.parent
+        return False
+
     def try_guards(self, node) -> bool:
         for child in node.children:
             if child.type == "except_clause":
@@ -528,8 +613,10 @@ class _Walk:
             root = self.roots.get(name)
             if root is not None:
                 return tuple(root)
-            return self.scopes.typed(node, name)
+            return self.scopes.typed(node, name) or self.scopes.builtin(name)
         if kind == "attribute":
+            if self.own_instance(node.child_by_field_name("object")):
+                return None  # ``self.x``: what a subclass of the document's class sets, maybe
             base = self.resolve(node.child_by_field_name("object"), depth + 1)
             attribute = node.child_by_field_name("attribute")
             if base is None or attribute is None:
@@ -543,10 +630,14 @@ class _Walk:
             return (*base, member.name)
         if kind == "call":
             callee = self.callee(node.child_by_field_name("function"), depth + 1)
+            if callee is not None and callee[0] == "builtins" and len(callee) == 2:
+                # a builtin: `open(p, "rb")` by its mode; other functions but `sorted`
+                # return what their arguments decide
+                return self.scopes.opened(node) if callee[1] == "open" else (*callee, CALL) if self.scopes.builtin(callee[1]) else None
             return (*callee, CALL) if callee is not None else None
         if kind == "parenthesized_expression" and node.named_child_count == 1:
             return self.resolve(node.named_children[0], depth + 1)
-        return None
+        return self.scopes.literal(node)
 
     def callee(self, function, depth: int = 0) -> tuple[str, ...] | None:
         """The index path of a called expression that names a known, non-module member
@@ -556,6 +647,8 @@ class _Walk:
             return None
         if function.type == "identifier":
             path = self.roots.get(_text(function))
+            if path is None and self.scopes.typed(function, _text(function)) is None:
+                path = self.scopes.builtin(_text(function)) or self.scopes.builtin_function(_text(function))
             if path is None or len(path) < 2:
                 return None
             base, name = tuple(path[:-1]), path[-1]
@@ -569,6 +662,8 @@ class _Walk:
             base = self.resolve(function.child_by_field_name("object"), depth + 1)
             if base is None:
                 return None
+            if CALL in base and self.scopes.defines(name):
+                return None  # a method of the document's classes may override the library's
         else:
             return None
         members = self.members(base)
@@ -614,10 +709,15 @@ class _Walk:
             )
             self.add(kind, attribute, attribute, f"{self.written(receiver)}.{name}", message, (version,), path, name)
             return
-        if name in members:
+        if name in members or self.dynamic(path, name):
             return
         written = f"{self.written(receiver)}.{name}"
         note, lacking = self.lacking(path, name)
+        if not note and self.own_instance(receiver):
+            # ``self.x``: the instance may be of a subclass, in this file or another, that
+            # has x (``self.locktype`` in a base test class whose subclasses set it);
+            # reported only where a version target shows a version of the base that has x
+            return
         if note:
             message = f"{written}: {note}"
         else:
@@ -628,6 +728,40 @@ class _Walk:
             else:
                 message = f"{written} does not exist{where}"
         self.add(kind, attribute, attribute, written, message, lacking, path, name)
+
+    def own_instance(self, receiver) -> bool:
+        """Whether the receiver is ``self``/``cls`` of a method of the document's class
+        (in parentheses too)."""
+        while receiver is not None and receiver.type == "parenthesized_expression" and receiver.named_child_count == 1:
+            receiver = receiver.named_children[0]
+        return receiver is not None and receiver.type == "identifier" and self.scopes.own_instance(receiver, _text(receiver))
+
+    def path_kind(self, path: tuple[str, ...]) -> str:
+        """"module", "class", "instance" (what a call returns), or the index's kind of
+        the last member of a path without a call."""
+        if CALL in path:
+            return "instance"
+        if len(path) == 1:
+            return "module"
+        members = self.members(path[:-1])
+        member = members.get(path[-1]) if members else None
+        return member.kind if member is not None else "unknown"
+
+    def dynamic(self, path: tuple[str, ...], name: str) -> bool:
+        """Whether `name`, though the index does not list it, may be there at run time:
+        a submodule of a package (any import loads it: ``import urllib.request`` makes
+        ``urllib.error`` exist); a private name of something that is not a module (a
+        class's or an object's internals); any attribute of an object a module holds (its
+        state is set at run time: ``EXTENSIONS.path = ...`` elsewhere).  Where the index
+        cannot list a module's submodules (a snapshot, no runtime introspection), its
+        members are taken as the whole module, as completions take them."""
+        kind = self.path_kind(path)
+        if kind == "module":
+            modules = self.submodules(path)
+            return modules is not None and name in modules
+        if name.startswith("_"):
+            return True
+        return kind != "class" and CALL not in path
 
     def deprecation(self, node, written: str, path: tuple[str, ...], member: Member) -> None:
         """A use of a member that announces its deprecation (`Member.deprecated`): a hint,

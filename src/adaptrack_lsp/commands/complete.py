@@ -189,9 +189,10 @@ def run(args) -> int:
         index_factory = snapshot_index_factory(snapshots)
     service = CompletionService(settings, workspace_root=os.getcwd(), index_factory=index_factory)
     if settings.version_targets:  # built (or read from the cache) before the model loads
-        from adaptrack_lsp.commands.target_options import target_printer
+        from adaptrack_lsp.commands.target_options import strict_targets, target_printer
 
         service.constraints.target_progress = target_printer("complete")
+        service.constraints.strict_targets = strict_targets(args)
         index, info = service.api_index()
         prepare = getattr(index, "prepare", None)
         problem = prepare() if callable(prepare) else info.problem

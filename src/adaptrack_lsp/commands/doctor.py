@@ -2,7 +2,8 @@
 
 One line per check: the server's interpreter and the core's packages with versions, the
 extras installed, the project interpreter whose packages validate completions and how it
-was found, workspace trust, the model and its backend (for an inference server: reachable,
+was found, workspace trust, each version target's environment (``--target``, ``--target-from``:
+the time its dependencies are as of and what was installed) or why it could not be built, the model and its backend (for an inference server: reachable,
 tokenizer matching), the cache folders and their sizes.  Each problem line names its fix;
 the exit code is 1 when something would fail (a `FAIL` line), else 0.  `--json` prints the
 same checks as one JSON object (the Neovim plugin's `:checkhealth adaptrack` reads it).
@@ -51,6 +52,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--workspace", default=None, help="the project folder (its .venv counts when trusted)")
     parser.add_argument("--trust-workspace", action="store_true", help="as a trusted workspace")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from adaptrack_lsp.commands.target_options import add_target_arguments
+
+    add_target_arguments(parser)
 
 
 def _version(distribution: str) -> str | None:
@@ -244,21 +248,58 @@ def check_cache() -> list[Check]:
     return [Check("cache", OK, f"{root}: {total / 1e6:.0f} MB ({listed}{more}); deleting it is always safe")]
 
 
+def check_targets(settings, strict: bool = False) -> list[Check]:
+    """One line per version target version: the environment its snapshot was built in
+    (the time its dependencies are as of, what was installed) or why it could not be
+    built, with the fix.  Builds what is not cached yet (progress on stderr)."""
+    if not settings.version_targets:
+        return []
+    from adaptrack_lsp.apis.snapshot import SnapshotIndex
+    from adaptrack_lsp.apis.targets import TargetsIndex
+    from adaptrack_lsp.commands.explain import describe_environments
+    from adaptrack_lsp.commands.target_options import target_printer
+
+    nothing = SnapshotIndex(data={"package": "nothing", "root": "nothing", "names": []})
+    index = TargetsIndex(nothing, settings.version_targets, progress=target_printer("doctor"), strict=strict)
+    index.prepare()
+    checks = []
+    import re
+
+    for line in describe_environments(index):
+        failure = next((f for f in index.failures if line.startswith(f)), None)
+        if failure is not None:
+            fix = re.search(r"\(([^()]*)\)$", failure)
+            checks.append(Check("version target", FAIL if strict else WARN, line, fix.group(1) if fix else "see the reason"))
+        else:
+            checks.append(Check("version target", INFO if "do not import" in line or "do not install" in line else OK, line))
+    return checks
+
+
 def settings_from(args):
     from adaptrack_lsp.commands.serve import backend_settings
+    from adaptrack_lsp.commands.target_options import target_settings
     from adaptrack_lsp.config import parse_settings
 
     raw = {"model": args.model, "pythonPath": args.python, "apiSnapshot": args.snapshot, **backend_settings(args)}
     if args.trust_workspace:
         raw["trustedWorkspace"] = True
+    raw.update(target_settings(args, "doctor"))
     return parse_settings({k: v for k, v in raw.items() if v is not None})
 
 
 def run(args) -> int:
-    settings, errors = settings_from(args)
+    try:
+        settings, errors = settings_from(args)
+    except ValueError as error:  # --target-from: a file that cannot be read
+        print(f"adaptrack-lsp doctor: {error}", file=sys.stderr)
+        return 2
     checks = check_installation()
     checks += [Check("settings", FAIL, error, "fix the setting") for error in errors]
-    for part in (lambda: check_project(settings, args.workspace), lambda: check_model(settings), check_cache):
+    from adaptrack_lsp.commands.target_options import strict_targets
+
+    parts = (lambda: check_project(settings, args.workspace), lambda: check_targets(settings, strict_targets(args)),
+             lambda: check_model(settings), check_cache)
+    for part in parts:
         try:
             checks += part()
         except Exception as error:  # a check that cannot run is a finding, not a crash

@@ -15,7 +15,8 @@ the rejected offset, and the rejecting part says why (`Constrainer.rejection`).
 `--constraints` names the parts (`PARTS`; default: what the settings turn on).
 `--target SPEC` / `--target-from FILE` add version targets (docs/versions.md): the text
 must then be valid in each target version too; a target that cannot be built (offline,
-no wheel) exits 3 naming it.
+no wheel, it does not import) is named on stderr and its package is unchecked under it
+(`--strict-targets`: exit 3 instead); `-v` prints each target's environment.
 `--avoid-deprecated`: deprecated APIs count as absent (the setting ``avoidDeprecated``).
 `--stdin-jsonl` checks many texts in one process: one ``{"prefix": ..., "text": ...}``
 per line in (the prefix is the document before the cursor, nothing after it), one
@@ -100,13 +101,14 @@ class Explainer:
     """Checks texts at cursors with the constraint completions would get."""
 
     def __init__(self, settings, parts: list[str], workspace_root: str | None = None, progress: Callable[[str], None] | None = None,
-                 target_progress: Callable[[str], None] | None = None):
+                 target_progress: Callable[[str], None] | None = None, strict_targets: bool = False):
         from adaptrack_lsp.constrainers.environment import ConstraintEnvironment
 
         self.settings = settings
         self.parts = parts
         self.environment = ConstraintEnvironment(workspace_root)
         self.environment.target_progress = target_progress
+        self.environment.strict_targets = strict_targets
         self.progress = progress
         self.index = None
         #: why the API part is missing although asked for ("" when fine)
@@ -127,13 +129,23 @@ class Explainer:
     def explain(self, prefix: str, text: str, suffix: str = "", path: str = "") -> dict:
         """The verdict for `text` after `prefix` (and before `suffix`) in the file `path`
         (its folder's modules are importable; "" for none)."""
+        from adaptrack_lsp.completion.request import CompletionRequest
+
+        request = CompletionRequest.build(prefix + suffix, len(prefix), settings=self.settings, document=path)
+        unchecked_before = set(getattr(self.index, "unchecked_modules", None) or ())
+        verdict = self._explain(request, prefix, text, suffix)
+        unchecked = getattr(self.index, "unchecked_modules", None) or {}
+        new = [unchecked[module] for module in sorted(unchecked) if module not in unchecked_before]
+        if new:
+            verdict["unchecked"] = new
+        return verdict
+
+    def _explain(self, request, prefix: str, text: str, suffix: str) -> dict:
         from adaptrack_lsp.apis.deprecations import decoding_index
         from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
         from adaptrack_lsp.completion.pipeline import wait_for_paths
-        from adaptrack_lsp.completion.request import CompletionRequest
         from adaptrack_lsp.constrainers.environment import text_constraint
 
-        request = CompletionRequest.build(prefix + suffix, len(prefix), settings=self.settings, document=path)
         given_up: set = set()
         if self.index is not None:
             wait_for_paths(self.index, request.needed_paths, given_up, self.progress)
@@ -225,10 +237,14 @@ def run(args) -> int:
     def progress(message: str) -> None:
         print(f"adaptrack-lsp explain: {message} (kept on disk for the next run) ...", file=sys.stderr, flush=True)
 
-    from adaptrack_lsp.commands.target_options import target_printer
+    from adaptrack_lsp.commands.target_options import strict_targets, target_printer
 
-    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress, target_progress=target_printer("explain"))
-    if explainer.problem and settings.version_targets:  # never checked against fewer versions than asked
+    explainer = Explainer(settings, parts, workspace_root=os.getcwd(), progress=progress, target_progress=target_printer("explain"),
+                          strict_targets=strict_targets(args))
+    if getattr(args, "verbose", 0) and explainer.index is not None:  # -v: each target's environment too
+        for line in describe_environments(explainer.index):
+            print(f"adaptrack-lsp explain: {line}", file=sys.stderr)
+    if explainer.problem and settings.version_targets:  # --strict-targets: never checked against fewer versions than asked
         explainer.close()
         print(f"adaptrack-lsp explain: {explainer.problem}", file=sys.stderr)
         return 3
@@ -280,15 +296,42 @@ def _run_jsonl(explainer: Explainer, source, sink) -> int:
     return 1 if failed else 0
 
 
+def describe_environments(index) -> list[str]:
+    """One line per version target: the versions checked and the environment each was
+    indexed in (the time its dependencies are as of, what was installed, notes), and
+    the targets that could not be built (``explain -v``, ``doctor``)."""
+    lines = []
+    for note in getattr(index, "notes", None) or ():
+        lines.append(note)
+    for target in getattr(index, "targets", None) or ():
+        environment = getattr(target, "environment", None) or {}
+        installed = environment.get("installed") or {}
+        as_of = environment.get("as_of") or ""
+        when = f"dependencies as of {as_of[:10]}" if as_of else "dependencies as of the build"
+        listed = ", ".join(f"{name} {version}" for name, version in sorted(installed.items())) or "not recorded"
+        lines.append(f"{target.package} {target.version}: {when}: {listed}")
+        for note in environment.get("notes") or ():
+            lines.append(f"{target.package} {target.version}: {note}")
+        skipped = getattr(target, "skipped_modules", None) or {}
+        if skipped:
+            shown = ", ".join(sorted(skipped)[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+            lines.append(f"{target.package} {target.version}: {len(skipped)} submodules do not import there (unchecked): {shown}")
+    for failure in getattr(index, "failures", None) or ():
+        lines.append(f"{failure} (its package is unchecked under that target)")
+    return lines
+
+
 def describe(verdict: dict, text: str, parts: list[str]) -> str:
-    """The verdict for a person: accepted or not, where, why, with the text marked."""
+    """The verdict for a person: accepted or not, where, why, with the text marked; a
+    module a version target's snapshot does not hold is named as unchecked."""
+    notes = [f"note: {line}" for line in verdict.get("unchecked") or ()]
     checked = ", ".join(parts)
     if verdict["accepted"]:
         ending = "and may end there" if verdict["complete"] else "but cannot end there"
         lines = [f"accepted ({checked}): the text can follow the cursor {ending}"]
         if verdict["reason"] and verdict["complete"]:
             lines.append(f"note: {verdict['reason']}")
-        return "\n".join(lines)
+        return "\n".join(lines + notes)
     offset = verdict["offset"]
     line_start = text.rfind("\n", 0, offset) + 1
     line_end = text.find("\n", offset)
@@ -298,5 +341,6 @@ def describe(verdict: dict, text: str, parts: list[str]) -> str:
             f"rejected ({checked}) at offset {offset} ({text[offset]!r}): {verdict['reason']}",
             f"  {shown}",
             "  " + " " * (offset - line_start) + "^",
+            *notes,
         ]
     )

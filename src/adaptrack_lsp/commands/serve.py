@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
     add_backend_arguments(parser)
     from adaptrack_lsp.commands.target_options import add_target_arguments
 
-    add_target_arguments(parser)
+    add_target_arguments(parser, strict=False)  # the server names a target it cannot build in its status
     parser.add_argument(
         "--max-message-mb",
         type=float,

@@ -143,6 +143,7 @@ def run(
             if pending:
                 return indexing_result(request, pending, info, started, index)
     answer_now = request.mode == "inline" and not wait_for_index
+    libraries = library_hints(request, host, environment, wait_for_index)
     while True:
         view = (  # avoidDeprecated: deprecated members do not exist for the decode
             ReadyOnlyIndex(decoding_index(index, request.settings), unknown=given_up, answer_now=answer_now, wait_optional=wait_for_index)
@@ -150,7 +151,7 @@ def run(
             else None
         )
         control.index_pending = view.has_pending if view is not None and not answer_now else None
-        decoded = _decode(request, host, view, control)
+        decoded = _decode(request, host, view, control, libraries=libraries)
         if view is None or not view.pending or answer_now:
             break
         if not wait_for_index:
@@ -177,7 +178,7 @@ def run(
             candidate.chains = tuple(constraint.resolved_chains(plan.heal_text + candidate.text))
             candidate.detail = validity_detail(candidate.chains, packages, info)
         if request.settings.keyword_arguments and view is not None:
-            candidates += keyword_candidates(request, host, view, control, constraint, plan, candidates)
+            candidates += keyword_candidates(request, host, view, control, constraint, plan, candidates, libraries)
     counters = result.counters.as_dict()
     counters["service_seconds"] = time.perf_counter() - started
     counters["index_wait_seconds"] = index_wait
@@ -204,7 +205,9 @@ def run(
     )
 
 
-def keyword_candidates(request: CompletionRequest, host, view, control: RequestControl, constraint, plan, shown) -> list[Candidate]:
+def keyword_candidates(
+    request: CompletionRequest, host, view, control: RequestControl, constraint, plan, shown, libraries=None
+) -> list[Candidate]:
     """Keyword names of the call at the cursor (at an argument start of a call whose
     signature is known), as ``name=`` candidates: the names the list decoder draws
     when the text is constrained to one of them (stopping at the ``=``), most probable
@@ -228,7 +231,7 @@ def keyword_candidates(request: CompletionRequest, host, view, control: RequestC
     names = [name for name in names if name.startswith(word)]
     if not names:
         return []
-    decoded = _decode(request, host, view, control, keyword_choices=[lead + name for name in names])
+    decoded = _decode(request, host, view, control, keyword_choices=[lead + name for name in names], libraries=libraries)
     drawn: dict[str, float] = {}
     if decoded is not None:
         result = decoded[0]
@@ -249,10 +252,38 @@ def keyword_candidates(request: CompletionRequest, host, view, control: RequestC
     ]
 
 
-def _decode(request: CompletionRequest, host, view, control: RequestControl, keyword_choices=None):
+def library_hints(request: CompletionRequest, host, environment: ConstraintEnvironment, wait: bool):
+    """What the host's model learns of the request's libraries before decoding (the
+    built-in model: the shards of the libraries it imports, `lm/shards.py`), or None for
+    a model without library shards.  Shards not built yet are built in the background
+    (`host.library_progress` hears it), except where the caller `wait`s for the index (a
+    one-shot command, which would not see a build finish nor should pay for one): there
+    only the cached shards are used."""
+    prepare = getattr(host.model, "prepare_libraries", None)
+    if prepare is None:
+        return None
+    settings = request.settings
+    try:
+        return prepare(
+            imports=request.import_roots,
+            receivers=request.receivers,
+            context_texts=[snippet.text for snippet in request.context.snippets] if request.context is not None else (),
+            python_path=settings.python_path,
+            workspace_root=environment.workspace_root,
+            trusted=settings.trusted_workspace,
+            build="never" if wait else "background",
+            progress=host.library_progress,
+        )
+    except Exception:  # the request goes on without shards
+        logger.exception("preparing the library shards failed")
+        return None
+
+
+def _decode(request: CompletionRequest, host, view, control: RequestControl, keyword_choices=None, libraries=None):
     """One decode on the host's model, API-constrained by `view`: (result, plan,
     constraint), or None when it stopped because the index had a path pending.
-    `keyword_choices`: the text is one of ``name=`` for these names (ends at the ``=``)."""
+    `keyword_choices`: the text is one of ``name=`` for these names (ends at the ``=``).
+    `libraries`: the model's library hints (`library_hints`)."""
     from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest, decoder_for
 
     settings = request.settings
@@ -261,6 +292,9 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
     with host.lock:
         host.require_ready()
         lm = host.model
+        use_libraries = getattr(lm, "use_libraries", None)
+        if use_libraries is not None:
+            use_libraries(libraries)
         started = time.perf_counter()
         plan = host.prompt_builder(settings, heal=constrained).build(
             request.text,

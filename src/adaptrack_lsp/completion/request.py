@@ -129,7 +129,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=assigned_attribute_names(text, key=document) if receivers else frozenset(),
+            assigned_attributes=assigned_attribute_names(text, key=document, roots=roots) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)

@@ -61,6 +61,9 @@ class CompletionService:
         from adaptrack_lsp.completion.memory import FreeMemoryReleaser
 
         self._memory = FreeMemoryReleaser()
+        #: document -> the latest text whose libraries are to be prepared (`warm_up`)
+        self._library_texts: dict[str, tuple[str, Settings]] = {}
+        self._library_lock = threading.Lock()
 
     # -- the model (delegated to the host) ----------------------------------------------------
     @property
@@ -73,7 +76,11 @@ class CompletionService:
 
     @property
     def message(self) -> str:
-        return self.host.message
+        """The model's state, and what the version targets leave unchecked (a target that
+        could not be built, a module a target's snapshot does not hold)."""
+        message = self.host.message
+        note = self.constraints.target_note()
+        return f"{message} ({note})" if note and message else message
 
     @property
     def model(self):
@@ -132,10 +139,48 @@ class CompletionService:
         return self.constraints.describe(settings or self.settings)
 
     def warm_up(self, text: str, settings: Settings | None = None, document: str = "") -> concurrent.futures.Future | None:
-        """Start the API look-ups of the document's imports on the index thread."""
+        """Start the API look-ups of the document's imports on the index thread, and the
+        model's preparation of the libraries it imports (the built-in model's shards,
+        built in the background on first import)."""
         if self._closed:
             return None
+        self._warm_libraries(text, settings or self.settings, document)
         return self.constraints.warm_up(settings or self.settings, text, document)
+
+    def _warm_libraries(self, text: str, settings: Settings, document: str) -> None:
+        """On the model thread (after a load in progress), the model's `prepare_libraries`
+        for the document's imports; calls for a document while one is queued only update
+        the text it reads."""
+        with self._library_lock:
+            queued = document in self._library_texts
+            self._library_texts[document] = (text, settings)
+            if queued:
+                return
+
+        def job() -> None:
+            with self._library_lock:
+                latest, current = self._library_texts.pop(document, (text, settings))
+            prepare = getattr(self.host.model, "prepare_libraries", None)
+            if prepare is None or self._closed:
+                return
+            from adaptrack_lsp.apis.imports import document_roots
+
+            try:
+                prepare(
+                    imports=document_roots(latest),
+                    python_path=current.python_path,
+                    workspace_root=self.constraints.workspace_root,
+                    trusted=current.trusted_workspace,
+                    progress=self.host.library_progress,
+                )
+            except Exception:
+                logger.exception("preparing the library shards failed")
+
+        try:
+            self.host.submit(job)
+        except RuntimeError:  # shut down
+            with self._library_lock:
+                self._library_texts.pop(document, None)
 
     # -- requests ---------------------------------------------------------------------------
     def request(

@@ -227,6 +227,9 @@ class ApiMonitor(Constrainer):
         self.index = index
         #: attribute names the document assigns on objects (members of every instance)
         self.assigned_attributes = frozenset(assigned_attributes)
+        #: paths (``self`` / ``cls`` of the document's classes) whose unlisted names may be
+        #: written (a new attribute) but not called (`receivers.AssignedNames`)
+        self.open_paths = frozenset(getattr(assigned_attributes, "open_paths", ()))
         #: top-level module names beside the document (a script's own modules)
         self.local_modules = frozenset(local_modules)
         self.source = getattr(index, "source", "") or type(index).__name__
@@ -288,9 +291,11 @@ class ApiMonitor(Constrainer):
                 log.warning("API index lookup of %s failed: %s", ".".join(path), error)
                 members = None
             extra = self._module_edges.get(path, frozenset())
-            if CALL in path:  # an instance: the document may give it attributes
+            if CALL in path or path in self.open_paths:  # an instance (or `cls`): the document may give it attributes
                 extra = extra | self.assigned_attributes
             info = self._paths[path] = _PathInfo(members, extra)
+            if path in self.open_paths and info.members is not None:
+                info.open_values = True  # self.total = 0: a new attribute, not a call
         return info
 
     def members(self, path: tuple[str, ...]) -> frozenset[str] | None:

@@ -198,6 +198,8 @@ class ConstraintEnvironment:
         #: their end (the problem, "" when ready); set by the server and the CLI
         self.target_progress: Callable[[str], None] | None = None
         self.target_finished: Callable[[str], None] | None = None
+        #: a version target that cannot be built is the index's problem (``--strict-targets``)
+        self.strict_targets = False
 
     def key(self, settings: Settings) -> tuple:
         """What an index depends on: settings that change it give another index."""
@@ -271,7 +273,7 @@ class ConstraintEnvironment:
         from adaptrack_lsp.apis.targets import TargetsIndex
 
         try:
-            combined = TargetsIndex(index, settings.version_targets, progress=self.target_progress)
+            combined = TargetsIndex(index, settings.version_targets, progress=self.target_progress, strict=self.strict_targets)
         except ValueError as error:
             return None, ConstraintInfo(source="none", environment=info.environment, problem=str(error))
         info = ConstraintInfo(source=info.source, environment=info.environment, reason=combined.describe())
@@ -284,6 +286,20 @@ class ConstraintEnvironment:
 
         combined.finished = finished
         return combined, info
+
+    def target_note(self) -> str:
+        """What a status line says of the version targets besides "ready": the targets
+        that could not be built and the modules found unchecked under one
+        (`TargetsIndex.status_note`); "" when there is nothing to say."""
+        with self._lock:
+            indexes = [entry[0] for entry in self._indexes.values()]
+        notes = []
+        for index in indexes:
+            note = getattr(index, "status_note", None)
+            text = note() if callable(note) else ""
+            if text:
+                notes.append(text)
+        return "; ".join(notes)
 
     def describe(self, settings: Settings) -> str:
         """One line: which environment (or snapshot) validates completions, and why."""

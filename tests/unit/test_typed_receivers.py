@@ -1,0 +1,222 @@
+"""Typed receivers where users meet them (apis/receivers.py, the checker and the
+completion constraint alike): classes of the standard library implemented in C or
+returned by functions, ``with ... as name``, ``self`` / ``cls`` of classes whose bases
+are known, return types jedi infers from library code, literals and builtins, keyword
+names from numpydoc signature lines, and the project's own classes in a trusted
+workspace.  The reference for every verdict is running the code here: each rejected
+document raises the error named, each accepted one runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from adaptrack_lsp.apis.index import CALL
+from adaptrack_lsp.apis.receivers import assigned_attribute_names, receiver_bindings
+from adaptrack_lsp.checking.checker import Checker
+
+from api_index_support import venv_index
+
+#: run before each document when it is run for reference: a file to open and parse, and
+#: `requests.get` answering without the network (it returns a `requests.models.Response`,
+#: the type its source gives)
+REFERENCE_SETUP = """
+import pathlib, requests
+pathlib.Path("p").write_text("<a><b/></a>")
+requests.get = lambda *args, **kwargs: requests.models.Response()
+"""
+
+# (document, the name flagged (None: nothing), the error running it raises ("": none),
+#  what makes it run: a call appended for the reference)
+CASES = [
+    ("import datetime\nd = datetime.date.today()\nd.iso()\n", "d.iso", "AttributeError", ""),
+    ("import datetime\nd = datetime.date.today()\nd.isoformat()\n", None, "", ""),
+    ("import array\nbuf = array.array('b')\nbuf.fromstring(b'x')\n", "buf.fromstring", "AttributeError", ""),
+    ("import array\nbuf = array.array('b')\nbuf.frombytes(b'x')\n", None, "", ""),
+    ("import xml.etree.ElementTree as ET\nroot = ET.parse('p').getroot()\nroot.getiterator()\n", "root.getiterator", "AttributeError", ""),
+    ("import xml.etree.ElementTree as ET\nroot = ET.parse('p').getroot()\nlist(root.iter())\n", None, "", ""),
+    ("import collections\ncollections.OrderedDict().iteritems()\n", "collections.OrderedDict().iteritems", "AttributeError", ""),
+    ("with open('p') as fh:\n    fh.xreadlines()\n", "fh.xreadlines", "AttributeError", ""),
+    ("with open('p') as fh:\n    print(fh.mode, fh.name, fh.read())\n", None, "", ""),  # data open() sets
+    ("with open('p', 'rb') as fb:\n    fb.readtext()\n", "fb.readtext", "AttributeError", ""),
+    ("with open('p', 'rb') as fb:\n    fb.read1(1)\n", None, "", ""),
+    ("import zipfile, io\nwith zipfile.ZipFile(io.BytesIO(), 'w') as z:\n    z.namelst()\n", "z.namelst", "AttributeError", ""),
+    ("import tempfile\nwith tempfile.TemporaryDirectory() as d:\n    d.upper()\n", None, "", ""),  # __enter__ gives a str
+    # `self` is typed (its members are the class's and the base's: no false finding on
+    # them), but a name missing there is not reported: the instance may be of a subclass,
+    # in another file, that has it (`self.locktype` in the standard library's lock tests);
+    # only a version target that shows a version having it makes it a finding
+    ("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqaul(1, 1)\n",
+     None, "AttributeError", "T('test_a').test_a()\n"),
+    ("import unittest\nclass T(unittest.TestCase):\n    def helper(self):\n        return 1\n"
+     "    def test_a(self):\n        self.assertEqual(self.helper(), 1)\n        self.value = 2\n        self.assertEqual(self.value, 2)\n",
+     None, "", "T('test_a').test_a()\n"),
+    ("import unittest\nclass T(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n        cls.shared = 1\n        cls.assertEqaul\n",
+     None, "AttributeError", "T.setUpClass()\n"),
+    # a mixin without bases is not typed (its self may be anything it is mixed into)
+    ("import unittest\nclass Mixin:\n    def check(self):\n        self.assertEqual(1, 1)\nclass T(Mixin, unittest.TestCase):\n"
+     "    def test_a(self):\n        self.check()\n", None, "", "T('test_a').test_a()\n"),
+    # a class that takes any attribute is not typed
+    ("import unittest\nclass T(unittest.TestCase):\n    def __getattr__(self, name):\n        return lambda *a: None\n"
+     "    def test_a(self):\n        self.anything()\n", None, "", "T('test_a').test_a()\n"),
+    ("import requests\nr = requests.get('http://example.invalid')\nr.json_data()\n", "r.json_data", "AttributeError", ""),
+    ("import requests\nr = requests.get('http://example.invalid')\nr.raise_for_status\n", None, "", ""),
+    ("import numpy as np\na = np.zeros(3)\na.mean(axes=0)\n", "a.mean(axes=)", "TypeError", ""),
+    ("import numpy as np\na = np.zeros(3)\na.mean(axis=0, keepdims=True)\n", None, "", ""),
+    ("x = []\nx.push(1)\n", "x.push", "AttributeError", ""),
+    ("x = {}\nx.has_key(1)\n", "x.has_key", "AttributeError", ""),
+    ("'abc'.decode()\n", "'abc'.decode", "AttributeError", ""),
+    ("', '.join(['a'])\nb'x'.decode()\n", None, "", ""),
+    ("print(1, flie=None)\n", "print(flie=)", "TypeError", ""),
+    ("open('p', encodign='utf-8')\n", "open(encodign=)", "TypeError", ""),
+    # a document that binds the builtin's name: not the builtin
+    ("def open(*args, **kwargs):\n    return []\nopen('p', encodign=1).append\n", None, "", ""),
+]
+
+
+@pytest.fixture(scope="module")
+def checker():
+    return Checker(venv_index())
+
+
+def _reference(code: str, folder) -> str:
+    """The exception class name running `code` raises here ("" when it runs)."""
+    done = subprocess.run([sys.executable, "-c", REFERENCE_SETUP + code], capture_output=True, text=True, timeout=120, cwd=folder)
+    if done.returncode == 0:
+        return ""
+    last = [line for line in done.stderr.strip().splitlines() if line and not line.startswith(" ")][-1]
+    return last.split(":", 1)[0]
+
+
+@pytest.mark.parametrize(("code", "name", "error", "run"), CASES, ids=[c[1] or f"ok-{i}" for i, c in enumerate(CASES)])
+def test_receivers_users_meet_are_checked_and_agree_with_running_the_code(checker, tmp_path, code, name, error, run):
+    assert _reference(code + run, tmp_path) == error, "the reference changed"
+    found = [(f.kind, f.name) for f in checker.check(code).findings]
+    if name is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0][1] == name, found
+
+
+def test_the_completion_constraint_sees_the_same_receivers():
+    """receiver_bindings (the cursor's view, what completions constrain with) types the
+    same names as the checker."""
+    document = textwrap.dedent(
+        """\
+        import unittest, datetime
+        d = datetime.date.today()
+        x = []
+        with open('p', 'rb') as fb:
+            pass
+        class T(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                pass
+            def test_a(self):
+                self.value = 1
+        """
+    )
+    roots = {"unittest": ("unittest",), "datetime": ("datetime",)}
+    bound = receiver_bindings(document, document.index("self.value") + len("self.value = 1"), roots)
+    assert bound["d"] == ("datetime", "date", "today", CALL)
+    assert bound["x"] == ("builtins", "list", CALL)
+    assert bound["fb"] == ("io", "BufferedReader", CALL, "__enter__", CALL)
+    assert bound["self"] == ("unittest", "TestCase", CALL)
+    inside = document.index("pass", document.index("setUpClass"))
+    assert receiver_bindings(document, inside, roots)["cls"] == ("unittest", "TestCase")
+    # what the document's classes define is never rejected on a typed receiver
+    assert {"test_a", "setUpClass", "value"} <= assigned_attribute_names(document)
+
+
+@pytest.fixture(scope="module")
+def explainer():
+    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.config import parse_settings
+
+    settings, problems = parse_settings({"pythonPath": sys.executable})
+    assert not problems
+    found = Explainer(settings, ["api", "kwargs"])
+    yield found
+    found.close()
+
+
+@pytest.mark.parametrize(
+    ("prefix", "text", "accepted"),
+    [
+        ("import datetime\nd = datetime.date.today()\n", "d.iso()\n", False),
+        ("import datetime\nd = datetime.date.today()\n", "d.isoformat()\n", True),
+        ("with open('p') as fh:\n    ", "fh.xreadlines()\n", False),
+        ("with open('p') as fh:\n    ", "fh.readlines()\n", True),
+        ("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        ", "self.assertEqaul(1, 1)\n", False),
+        ("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        ", "self.assertEqual(1, 1)\n", True),
+        # a new attribute being written cannot be told from a read by its prefix: allowed, not called
+        ("import unittest\nclass T(unittest.TestCase):\n    def setUp(self):\n        ", "self.total = 0\n", True),
+        ("import unittest\nclass T(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n        ", "cls.assertEqaul(1, 1)\n", False),
+        ("import numpy as np\na = np.zeros(3)\n", "a.mean(axes=0)\n", False),
+        ("import numpy as np\na = np.zeros(3)\n", "a.mean(keepdims=True)\n", True),
+    ],
+)
+def test_completions_reject_what_the_checker_rejects(explainer, prefix, text, accepted):
+    assert explainer.explain(prefix, text)["accepted"] is accepted
+
+
+PROJECT = {
+    "inventory/__init__.py": "from .stock import Stock\n",
+    "inventory/base.py": "class Base:\n    kind = 'base'\n\n    def describe(self):\n        return self.kind\n",
+    "inventory/stock.py": (
+        "import collections\nfrom .base import Base\n\n\nclass Stock(Base):\n    def __init__(self, items=()):\n"
+        "        self.items = list(items)\n\n    def add(self, item):\n        self.items.append(item)\n\n\n"
+        "class Bag(collections.UserDict):\n    def total(self):\n        return len(self.data)\n\n\n"
+        "class Loose:\n    def __getattr__(self, name):\n        return lambda *a: None\n\n\n"
+        "class Slotted:\n    __slots__ = ('x',)\n\n    def __init__(self):\n        self.x = 1\n"
+    ),
+    "use.py": (
+        "from inventory import Stock\nfrom inventory.stock import Bag, Loose, Slotted\n\n\n"
+        "def refill(stock: Stock, bag: Bag, loose: Loose, slotted: Slotted):\n"
+        "    stock.add(1)\n    stock.describe()\n    stock.items.append(2)\n    bag.total()\n    bag.keys()\n"
+        "    loose.anything()\n    slotted.x\n    {calls}\n\n\nrefill(Stock(), Bag(), Loose(), Slotted())\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("call, name", [("stock.close()", "stock.close"), ("bag.nope()", "bag.nope"), ("slotted.y", "slotted.y"), ("pass", None)])
+def test_the_projects_own_classes_are_read_from_source_in_a_trusted_workspace(tmp_path, call, name):
+    from adaptrack_lsp.apis.jedi_index import JediIndex
+
+    for relative, text in PROJECT.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.replace("{calls}", call))
+    code = (tmp_path / "use.py").read_text()
+    ran = subprocess.run([sys.executable, "use.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (ran.returncode == 0) == (name is None), ran.stderr  # the reference
+    trusted = JediIndex(python=sys.executable, workspace=str(tmp_path), trusted_workspace=True, timeout_s=60, cache_dir=None)
+    untrusted = JediIndex(python=sys.executable, workspace=str(tmp_path), trusted_workspace=False, timeout_s=60, cache_dir=None)
+    try:
+        found = [f.name for f in Checker(trusted).check(code, local_modules={"inventory"}).findings]
+        assert found == ([name] if name else []), found
+        assert Checker(untrusted).check(code, local_modules={"inventory"}).findings == []  # never read untrusted
+    finally:
+        trusted.close()
+        untrusted.close()
+
+
+def test_an_edited_project_file_is_read_again(tmp_path):
+    from adaptrack_lsp.apis.jedi_index import JediIndex
+
+    (tmp_path / "shop.py").write_text("class Stock:\n    def add(self):\n        pass\n")
+    index = JediIndex(python=sys.executable, workspace=str(tmp_path), trusted_workspace=True, timeout_s=60, cache_dir=None)
+    try:
+        assert "close" not in index.members(("shop", "Stock", CALL))
+        import os
+        import time
+
+        (tmp_path / "shop.py").write_text("class Stock:\n    def add(self):\n        pass\n\n    def close(self):\n        pass\n")
+        later = time.time() + 5
+        os.utime(tmp_path / "shop.py", (later, later))
+        assert "close" in index.members(("shop", "Stock", CALL))
+    finally:
+        index.close()
