@@ -243,6 +243,24 @@ PASSING = {
         while not hasattr(np, "float_"):
             break
         """,
+    "asserted_guard": """
+        import os
+        import unittest
+        def flags(path):
+            st = os.stat(path)
+            assert hasattr(st, "st_flags"), "BSD and macOS only"
+            return st.st_flags
+        class T(unittest.TestCase):
+            def test_flags(self):
+                st = os.stat(".")
+                self.assertTrue(hasattr(st, "st_flags"))
+                st.st_flags
+        try:
+            flags(".")
+        except AssertionError:
+            pass
+        unittest.main(argv=["t"], exit=False)
+        """,
     "relative_and_star_imports_in_a_function": """
         def later():
             from . import sibling

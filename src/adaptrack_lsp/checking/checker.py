@@ -371,11 +371,35 @@ class _Walk:
 
     def visit_block(self, block, guarded: bool) -> None:
         """A block's statements; after an ``if`` that tests a guard and leaves the block
-        (return, raise, ...), the rest of the block is guarded too."""
+        (return, raise, ...), or an assertion of a guard (``assert hasattr(st,
+        "st_flags")``, ``self.assertTrue(hasattr(...))``: the block stops there when it
+        fails), the rest of the block is guarded too."""
         for child in block.children:
             self.visit(child, guarded)
             if not guarded and child.type == "if_statement" and self.condition_guards(child) and self.leaves(child):
                 guarded = True
+            elif not guarded and self.asserts_guard(child):
+                guarded = True
+
+    @staticmethod
+    def asserts_guard(statement) -> bool:
+        """Whether `statement` asserts a guard test (`_GUARD_TEST`)."""
+        if statement.type == "assert_statement":
+            tested = statement.named_children[0] if statement.named_children else None
+            return tested is not None and bool(_GUARD_TEST.search(_text(tested)))
+        if statement.type != "expression_statement" or statement.named_child_count != 1:
+            return False
+        call = statement.named_children[0]
+        if call.type != "call":
+            return False
+        function = call.child_by_field_name("function")
+        arguments = call.child_by_field_name("arguments")
+        return (
+            function is not None
+            and arguments is not None
+            and bool(re.search(r"(?:^|\.)assert(?:True|_)?\w*$", _text(function)))
+            and bool(_GUARD_TEST.search(_text(arguments)))
+        )
 
     @staticmethod
     def leaves(if_statement) -> bool:
