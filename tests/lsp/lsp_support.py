@@ -38,6 +38,22 @@ def server_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
+async def initialize_until_ready(lsp_client, settings: dict, limit_s: float = 120.0):
+    """Initialize a pytest-lsp session with `settings` and wait for the first "ready"
+    status (the model loaded)."""
+    import asyncio
+
+    from lsprotocol import types
+
+    await lsp_client.initialize_session(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=settings)
+    )
+    deadline = time.monotonic() + limit_s
+    while not any(state == "ready" for state, _ in lsp_client.statuses):
+        assert time.monotonic() < deadline, lsp_client.statuses
+        await asyncio.sleep(0.05)
+
+
 def numpy_public_names() -> set[str]:
     import numpy
 

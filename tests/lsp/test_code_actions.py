@@ -5,9 +5,7 @@ and whose API index is their ``mylib`` snapshot (`fix_server.py`,
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import make_client, server_env
+from lsp_support import initialize_until_ready, make_client, server_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
@@ -34,13 +32,7 @@ URI = "file:///tmp/adaptrack-fixes/old.py"
     config=ClientServerConfig(server_command=SERVER, server_env=server_env(), client_factory=make_client),
 )
 async def client(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(
-        types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=SETTINGS)
-    )
-    deadline = time.monotonic() + 120
-    while not any(state == "ready" for state, _ in lsp_client.statuses):
-        assert time.monotonic() < deadline, lsp_client.statuses
-        await asyncio.sleep(0.05)
+    await initialize_until_ready(lsp_client, SETTINGS)
     lsp_client.text_document_did_open(
         types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=URI, language_id="python", version=3, text=DOCUMENT))
     )

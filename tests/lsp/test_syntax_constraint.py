@@ -16,7 +16,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_support import make_client, server_env
+from lsp_support import initialize_until_ready, make_client, server_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -29,13 +29,7 @@ SETTINGS = {"model": "tabular", "maxNewTokens": 4, "numSamples": 12, "timeoutMs"
     config=ClientServerConfig(server_command=SERVER, server_env=server_env(), client_factory=make_client),
 )
 async def client(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(
-        types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=SETTINGS)
-    )
-    deadline = time.monotonic() + 120
-    while not any(state == "ready" for state, _ in lsp_client.statuses):
-        assert time.monotonic() < deadline, lsp_client.statuses
-        await asyncio.sleep(0.05)
+    await initialize_until_ready(lsp_client, SETTINGS)
     yield
     await lsp_client.shutdown_session()
 

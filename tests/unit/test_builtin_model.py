@@ -18,11 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builtin_support import SMALL, small_model_in_own_cache
 
 from adaptrack_lsp.completion.lm import builtin
 from adaptrack_lsp.completion.lm.ngram import build_tables
-
-SMALL = {**builtin.BUILTIN_RECIPE, "packages": [["stdlib", ""]], "vocab_size": 600, "order": 4, "max_corpus_bytes": 300_000}
 
 
 # -- Kneser–Ney against a direct implementation -------------------------------------------
@@ -94,13 +93,9 @@ def test_kneser_ney_tables_equal_the_definition(prune_from):
 # -- the model ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ADAPTRACK_CACHE", str(cache))
-    try:
-        yield builtin.load_builtin_model(recipe=SMALL, show_bar=False), cache
-    finally:
-        patch.undo()
+    yield from small_model_in_own_cache(tmp_path_factory)
+
+
 
 
 def test_distributions_are_full_and_normalised(small_model):

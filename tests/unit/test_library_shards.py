@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builtin_support import small_model_in_own_cache
 
 from adaptrack_lsp.completion.lm import builtin
 from adaptrack_lsp.completion.lm.shards import (
@@ -32,7 +33,6 @@ from adaptrack_lsp.completion.lm.shards import (
     shard_files,
 )
 
-SMALL = {**builtin.BUILTIN_RECIPE, "packages": [["stdlib", ""]], "vocab_size": 600, "order": 4, "max_corpus_bytes": 300_000}
 #: an API the standard library never writes, used the way docstrings and code use it
 LIBRARY = {
     "__init__.py": '''"""Frames of zorbs.
@@ -92,15 +92,11 @@ def set_version(site: Path, version: str) -> None:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: zorblib\nVersion: {version}\nLicense-Expression: MIT\n")
 
 
+
+
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ADAPTRACK_CACHE", str(cache))
-    try:
-        yield builtin.load_builtin_model(recipe=SMALL, show_bar=False), cache
-    finally:
-        patch.undo()
+    yield from small_model_in_own_cache(tmp_path_factory)
 
 
 @pytest.fixture
