@@ -414,7 +414,7 @@ def typed_names(text: str, roots: dict):
 def false_rejections(smoke: bool, cuts_per_file: int, corpora: tuple[str, ...] = ("stdlib", "numpy", "scipy", "tests")) -> dict:
     from adaptrack_lsp.apis.imports import learn_roots
     from adaptrack_lsp.apis.receivers import receiver_bindings
-    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.checking.explainer import Explainer
 
     explainer = Explainer(_settings(sys.executable), ["api", "kwargs"], workspace_root=str(ROOT))
     found = {
@@ -536,7 +536,7 @@ def _kind(setup: str, expression: str) -> str:
 
 
 def removed_caught(smoke: bool) -> dict:
-    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.checking.explainer import Explainer
 
     pythons = {"numpy": sys.executable, "stdlib": sys.executable}
     if not smoke:

@@ -98,7 +98,7 @@ def targets(smoke: bool = False, target_set=DEFAULT_TARGETS, cache: str | None =
         print(f"second explain (snapshots cached): {second_s:.2f} s, {second['reason'] or 'accepted'}", flush=True)
 
         from adaptrack_lsp.apis.targets import TargetsIndex
-        from adaptrack_lsp.commands.explain import Explainer
+        from adaptrack_lsp.checking.explainer import Explainer
         from adaptrack_lsp.config import parse_settings
 
         settings, _ = parse_settings({"pythonPath": sys.executable, "versionTargets": target_set})

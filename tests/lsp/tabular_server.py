@@ -11,7 +11,7 @@ TOKENS = ["<eos>", ")", "\n", "a", " ", "x", "=", "foo", "(", ",", "b", "y"]
 
 def unbalanced_model():
     from adaptrack_lsp.completion.lm.tabular import TabularLM
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     vocab = Vocabulary.from_strings(TOKENS, eos="<eos>")
     index = {token: i for i, token in enumerate(TOKENS)}

@@ -55,7 +55,7 @@ def fix_model(fim: bool = False):
     (`lm.prompt`) to tell a keyword's place from an expression's."""
     from adaptrack_lsp.completion.context import FIMFormat
     from adaptrack_lsp.completion.lm.tabular import TabularLM
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     vocab = Vocabulary.from_strings(TOKENS, eos="<eos>")
     lm = None

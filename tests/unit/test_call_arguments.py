@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from adaptrack_lsp.apis.index import Signature, dotted
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
 from adaptrack_lsp.constrainers.call_arguments import (
     FRESH,
@@ -30,6 +29,7 @@ from adaptrack_lsp.constrainers.call_arguments import (
 from adaptrack_lsp.constrainers.compose import AllOf
 from adaptrack_lsp.constrainers.token_index import TokenIndex
 from adaptrack_lsp.evaluation.tasks import Task, chi_square, counts_of
+from adaptrack_lsp.vocab import Vocabulary
 
 NAMES = [
     "tensorflow.nn.dropout",

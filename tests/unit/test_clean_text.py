@@ -7,10 +7,10 @@ import pytest
 
 from adaptrack_lsp.completion.lm.tabular import TabularLM
 from adaptrack_lsp.completion.service import CompletionService
-from adaptrack_lsp.completion.vocab import Vocabulary, token_text
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.clean_text import CleanText
 from adaptrack_lsp.constrainers.token_index import TokenIndex
+from adaptrack_lsp.vocab import Vocabulary, token_text
 
 FORBIDDEN = ["\x18", "\x0f", "\x06", "\x00", "\x1b", "\x7f", "\x85", "\ufffd"]
 

@@ -134,7 +134,7 @@ def tf1_habit_model():
     import numpy as np
 
     from adaptrack_lsp.completion.lm.tabular import TabularLM
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     vocab = Vocabulary.from_strings(TF_TOKENS, eos="<eos>")
     index = {token: i for i, token in enumerate(TF_TOKENS)}

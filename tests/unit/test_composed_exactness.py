@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import StaticIndex
 from adaptrack_lsp.constrainers.environment import token_constraint
 from adaptrack_lsp.evaluation.tasks import Task, chi_square, counts_of
+from adaptrack_lsp.vocab import Vocabulary
 
 NAMES = ["tensorflow.nn.dropout", "tensorflow.compat.v1.placeholder"]
 SIGNATURES = {"tensorflow.nn.dropout()": ["x", "rate", "noise_shape", "seed", "name"]}

@@ -15,7 +15,7 @@ from adaptrack_lsp.completion.context import (
     heal_region,
 )
 from adaptrack_lsp.completion.lm.tabular import TabularLM
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 MULTI_CHAR = ["np", ".lin", "alg", "import", " numpy", " as", " np", "= np.", "x", " =", "    ", "\n"]
 

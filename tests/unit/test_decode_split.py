@@ -12,8 +12,8 @@ import pytest
 from adaptrack_lsp.completion.decoders import DecodeRequest, get_decoder
 from adaptrack_lsp.completion.decoding import Counters
 from adaptrack_lsp.completion.lm.tabular import TabularLM
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.base import Unconstrained
+from adaptrack_lsp.vocab import Vocabulary
 
 PARTS = ("prompt", "forward", "kv", "distribution", "constraint", "other")
 #: seconds each call of the slow table sleeps: far above the tree's own work per node

@@ -481,7 +481,7 @@ def old_loving_model():
     """An exact tabular model that writes ``old()`` after ``fakelib.`` (p 0.7) before
     ``new()`` (p 0.25)."""
     from adaptrack_lsp.completion.lm.tabular import TabularLM
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     vocab = Vocabulary.from_strings(TOKENS, eos="<eos>")
     index = {token: i for i, token in enumerate(TOKENS)}

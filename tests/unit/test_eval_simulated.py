@@ -4,12 +4,12 @@ import math
 
 import pytest
 
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.evaluation.simulated import (
     Candidate,
     SimulatedIntentLM,
     tfv1_intent_candidates,
 )
+from adaptrack_lsp.vocab import Vocabulary
 
 TOKENS = [".", "a", "b", "ab", "(", "$"]
 

@@ -242,7 +242,7 @@ def test_a_tail_that_needs_many_draws_is_enumerated_where_the_engine_can():
     TAIL_DRAWS_BEFORE_ENUMERATION draws the tail is enumerated through the full
     distribution (one call), and sampling stays exact."""
     from adaptrack_lsp.completion.tree import TAIL_DRAWS_BEFORE_ENUMERATION
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     size = TAIL_DRAWS_BEFORE_ENUMERATION + 10
     names = [f"t{i}" for i in range(size)] + ["$"]

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from adaptrack_lsp.checking import explainer
 from adaptrack_lsp.cli import build_parser
-from adaptrack_lsp.commands import explain
 from adaptrack_lsp.config import Settings
 
 
@@ -122,10 +122,10 @@ def test_the_kwargs_part_names_the_keyword_and_the_installed_parameters(tmp_path
 def test_default_parts_follow_the_settings():
     settings = Settings()
     expected = ["clean", "api"] + (["kwargs"] if settings.keyword_arguments else []) + (["syntax"] if settings.syntax_constraint else [])
-    assert explain.parse_parts(None, settings) == expected
-    assert explain.parse_parts(None, settings.replace(keyword_arguments=False, syntax_constraint=False)) == ["clean", "api"]
-    assert explain.parse_parts(None, Settings(syntax_constraint=True))[-1] == "syntax"
-    assert explain.parse_parts("syntax, api,syntax", Settings()) == ["syntax", "api"]
+    assert explainer.parse_parts(None, settings) == expected
+    assert explainer.parse_parts(None, settings.replace(keyword_arguments=False, syntax_constraint=False)) == ["clean", "api"]
+    assert explainer.parse_parts(None, Settings(syntax_constraint=True))[-1] == "syntax"
+    assert explainer.parse_parts("syntax, api,syntax", Settings()) == ["syntax", "api"]
 
 
 def test_the_installed_command_answers_jsonl(tmp_path):

@@ -18,7 +18,6 @@ import pytest
 pytest.importorskip("llguidance")
 
 from adaptrack_lsp.completion.decoders import DecodeRequest, decoder_names, get_decoder
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.compose import TokenAllOf
 from adaptrack_lsp.constrainers.environment import token_constraint
 from adaptrack_lsp.constrainers.grammar import (
@@ -33,6 +32,7 @@ from adaptrack_lsp.constrainers.grammar import (
 )
 from adaptrack_lsp.constrainers.token_index import END
 from adaptrack_lsp.evaluation.tasks import binary_task
+from adaptrack_lsp.vocab import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAMMARS = ROOT / "tests" / "data" / "grammars"

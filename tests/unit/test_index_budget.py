@@ -12,9 +12,9 @@ from adaptrack_lsp.completion.lm.tabular import TabularLM
 from adaptrack_lsp.completion.pipeline import INDEXING
 from adaptrack_lsp.completion.request import CompletionRequest
 from adaptrack_lsp.completion.service import CompletionService
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.api import StaticIndex
+from adaptrack_lsp.vocab import Vocabulary
 
 TEXT = "import numpy as np\nx = np."
 

@@ -24,8 +24,8 @@ from adaptrack_lsp.completion.project_context import (
     module_outline,
 )
 from adaptrack_lsp.completion.request import CompletionRequest
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import Settings
+from adaptrack_lsp.vocab import Vocabulary
 
 UTILS = '''"""Helpers."""
 import json

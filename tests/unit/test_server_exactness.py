@@ -157,7 +157,7 @@ def test_the_server_says_where_it_ends_generation(llama_server):  # noqa: F811
     found at connect (each forced once) and end sequences here too."""
     from end_of_generation_support import reference
 
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     lm = load_from_settings(Settings(model="tiny", backend="server", endpoint=llama_server.url))
     named = lm.vocab

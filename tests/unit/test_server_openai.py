@@ -381,7 +381,7 @@ def test_the_server_says_where_it_ends_generation(url):
     """A tokenizer that names one end: the others where the server ends generation are
     found at connect (each forced once): llama.cpp's end-of-generation ids on
     llama-server, the model's generation config's on vLLM."""
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
     lm = connect(url)
     named = lm.vocab

@@ -13,9 +13,9 @@ from adaptrack_lsp.completion.decoders.base import Sample
 from adaptrack_lsp.completion.lm.tabular import TabularLM
 from adaptrack_lsp.completion.pipeline import CompletionCancelled, rank_candidates
 from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import Settings
 from adaptrack_lsp.constrainers.api import StaticIndex
+from adaptrack_lsp.vocab import Vocabulary
 
 TOKENS = ["<eos>", "np", ".", "lin", "alg", "zeros", "\n", "x", " ", "=", "import", "numpy", "as", "(", ")"]
 

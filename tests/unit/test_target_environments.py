@@ -162,7 +162,7 @@ def test_under_a_target_a_module_its_snapshot_could_not_import_is_unchecked(subp
     assert index.members(("subpkg", "broken")) is not None  # the live environment still answers
     assert "subpkg.broken" in index.unchecked_modules and "does not import there" in index.unchecked_modules["subpkg.broken"]
     assert "subpkg.broken" in index.status_note()
-    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.checking.explainer import Explainer
     from adaptrack_lsp.config import parse_settings
 
     snapshot = cache / "live.json"

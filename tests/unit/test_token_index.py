@@ -11,12 +11,12 @@ import pytest
 
 from adaptrack_lsp.apis.snapshot import module_snapshot
 from adaptrack_lsp.completion.tokenizer_bytes import vocabulary_from_tokenizer
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
 from adaptrack_lsp.constrainers.base import TokenConstraint
 from adaptrack_lsp.constrainers.compose import AllOf, ForcedPrefix
 from adaptrack_lsp.constrainers.token_index import END, TokenIndex, TokenTables
 from adaptrack_lsp.constrainers.whitelist import Whitelist
+from adaptrack_lsp.vocab import Vocabulary
 
 NAMES = [
     "numpy.linalg.norm",

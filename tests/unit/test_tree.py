@@ -9,8 +9,8 @@ from adaptrack_lsp.completion.decoders import DecodeCancelled, DecodeRequest, ge
 from adaptrack_lsp.completion.lm.base import ModelError
 from adaptrack_lsp.completion.lm.tabular import TabularLM
 from adaptrack_lsp.completion.tree import PrefixTree
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.base import TokenConstraint, Unconstrained
+from adaptrack_lsp.vocab import Vocabulary
 
 
 class WordsConstraint(TokenConstraint):

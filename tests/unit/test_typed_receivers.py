@@ -133,7 +133,7 @@ def test_the_completion_constraint_sees_the_same_receivers():
 
 @pytest.fixture(scope="module")
 def explainer():
-    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.checking.explainer import Explainer
     from adaptrack_lsp.config import parse_settings
 
     settings, problems = parse_settings({"pythonPath": sys.executable})

@@ -18,9 +18,9 @@ import pytest
 from adaptrack_lsp.apis.index import CALL, Member
 from adaptrack_lsp.apis.receivers import receiver_bindings
 from adaptrack_lsp.apis.static_index import StaticIndex
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import LINE_START, ApiMonitor, ConstraintContext
 from adaptrack_lsp.constrainers.token_index import TokenIndex
+from adaptrack_lsp.vocab import Vocabulary
 
 NAMES = [
     "numpy.linalg.norm",
@@ -347,7 +347,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def explainer():
-    from adaptrack_lsp.commands.explain import Explainer
+    from adaptrack_lsp.checking.explainer import Explainer
     from adaptrack_lsp.config import parse_settings
 
     settings, problems = parse_settings({"pythonPath": sys.executable})

@@ -32,7 +32,7 @@ from adaptrack_lsp.apis.targets import (
     targets_from_file,
     walk_environment,
 )
-from adaptrack_lsp.commands.explain import Explainer
+from adaptrack_lsp.checking.explainer import Explainer
 from adaptrack_lsp.config import parse_settings
 
 from api_index_support import install_fake_package, make_fixture_venv

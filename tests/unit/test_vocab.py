@@ -28,7 +28,7 @@ from adaptrack_lsp.completion.tokenizer_bytes import (
     tokenizer_scheme,
     vocabulary_from_tokenizer,
 )
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 SPECIALS = ["<|endoftext|>", "<|im_end|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|file_sep|>"]
 

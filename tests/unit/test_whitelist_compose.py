@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext, StaticIndex
 from adaptrack_lsp.constrainers.compose import AllOf, ForcedPrefix
 from adaptrack_lsp.constrainers.token_index import TokenIndex
 from adaptrack_lsp.constrainers.whitelist import Whitelist, word_variants
+from adaptrack_lsp.vocab import Vocabulary
 
 
 def accepts(constrainer, text: str) -> bool:

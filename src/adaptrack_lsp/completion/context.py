@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptrack_lsp.completion.project_context import ProjectContext, Snippet
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import DEFAULT_CONTEXT_TOKENS
+from adaptrack_lsp.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 #: special tokens that end a completion when the tokenizer defines them: the names
 #: llama.cpp ends generation at (`llama_vocab_is_eog`: end-of-text and end-of-turn

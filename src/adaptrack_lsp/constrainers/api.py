@@ -31,6 +31,7 @@ from adaptrack_lsp.apis.introspect_worker import ANY_ATTRIBUTE
 from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.constrainers.base import Constrainer
 from adaptrack_lsp.constrainers.call_arguments import statement_start
+from adaptrack_lsp.constrainers.python_lexemes import code_starts
 
 __all__ = ["ApiMonitor", "ConstraintContext", "FRESH_CODE", "LINE_START", "StaticIndex", "learn_roots", "safe_lex_start"]
 
@@ -103,68 +104,11 @@ def _inner(state):
 
 
 # -- prompt scanning -----------------------------------------------------------------------
-_SCAN = re.compile(r"[#'\"\n]")
-
-
-def _escaped(text: str, index: int) -> bool:
-    """Whether the character at `index` is preceded by an odd run of backslashes."""
-    count = 0
-    index -= 1
-    while index >= 0 and text[index] == "\\":
-        count += 1
-        index -= 1
-    return count % 2 == 1
-
-
 def safe_lex_start(prefix: str) -> int:
-    """Start of the last line that begins in code (not inside a string or comment).
-
-    Lexing `prefix` from there in fresh code mode gives the lexer state at its end.  Uses
-    C-speed searches, so documents of any length cost little.
-    """
-    position, line_start, length = 0, 0, len(prefix)
-    while position < length:
-        match = _SCAN.search(prefix, position)
-        if match is None:
-            break
-        char, index = match.group(), match.start()
-        if char == "\n":
-            line_start = position = index + 1
-            continue
-        if char == "#":
-            end = prefix.find("\n", index)
-            if end < 0:
-                break
-            line_start = position = end + 1
-            continue
-        if prefix.startswith(char * 3, index):
-            closing, search = char * 3, index + 3
-            while True:
-                end = prefix.find(closing, search)
-                if end < 0:
-                    return line_start  # inside an open triple-quoted string
-                if _escaped(prefix, end):
-                    search = end + 1
-                    continue
-                position = end + 3
-                break
-            continue
-        search = index + 1
-        while True:
-            quote = prefix.find(char, search)
-            newline = prefix.find("\n", search)
-            end = quote if newline < 0 or (0 <= quote < newline) else newline
-            if end < 0:
-                return line_start  # inside an open single-quoted string
-            if _escaped(prefix, end):
-                search = end + 1
-                continue
-            if end == newline:  # unterminated string: ends at the line break
-                line_start = position = end + 1
-            else:
-                position = end + 1
-            break
-    return line_start
+    """Start of the last line of `prefix` that begins in code (not inside a string or
+    comment): lexing `prefix` from there in fresh code mode gives the lexer state at its
+    end (`python_lexemes.code_starts`)."""
+    return code_starts(prefix)[0]
 
 
 # -- per-path data ---------------------------------------------------------------------------

@@ -47,6 +47,7 @@ import numpy as np
 from adaptrack_lsp.apis.imports import learn_roots
 from adaptrack_lsp.apis.index import CALL, APIIndex, Signature, call_key, dotted
 from adaptrack_lsp.constrainers.base import Constrainer
+from adaptrack_lsp.constrainers.python_lexemes import code_starts
 
 if TYPE_CHECKING:  # pragma: no cover
     from adaptrack_lsp.constrainers.token_index import TokenIndex
@@ -116,67 +117,11 @@ class Rejected(Exception):
 
 
 # -- the document: statement starts, instance bindings, the call at the cursor --------------
-_CONTEXT_SCAN = re.compile(r"[#'\"\n()\[\]{}]")
-
-
 def statement_start(prefix: str) -> int:
     """Start of the last line of `prefix` that begins in code, outside every bracket (and
     not continued by a backslash): lexing from there with an empty bracket stack gives
-    the brackets open at the end of `prefix`.  Unbalanced closers count as noise."""
-    position, start, depth, length = 0, 0, 0, len(prefix)
-    search = _CONTEXT_SCAN.search
-    while position < length:
-        match = search(prefix, position)
-        if match is None:
-            break
-        char, index = match.group(), match.start()
-        position = index + 1
-        if char == "\n":
-            if depth == 0 and not (index and prefix[index - 1] == "\\"):
-                start = position
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = depth - 1 if depth else 0
-        elif char == "#":
-            end = prefix.find("\n", index)
-            if end < 0:
-                break
-            position = end  # the newline is processed next
-        elif prefix.startswith(char * 3, index):
-            closing, at = char * 3, index + 3
-            while True:
-                end = prefix.find(closing, at)
-                if end < 0:
-                    return start  # inside an open triple-quoted string
-                if _escaped(prefix, end):
-                    at = end + 1
-                    continue
-                position = end + 3
-                break
-        else:
-            at = index + 1
-            while True:
-                quote = prefix.find(char, at)
-                newline = prefix.find("\n", at)
-                end = quote if newline < 0 or (0 <= quote < newline) else newline
-                if end < 0:
-                    return start  # inside an open string on the last line
-                if _escaped(prefix, end):
-                    at = end + 1
-                    continue
-                position = end if end == newline else end + 1  # an unterminated string ends at the line break
-                break
-    return start
-
-
-def _escaped(text: str, index: int) -> bool:
-    count = 0
-    index -= 1
-    while index >= 0 and text[index] == "\\":
-        count += 1
-        index -= 1
-    return count % 2 == 1
+    the brackets open at the end of `prefix` (`python_lexemes.code_starts`)."""
+    return code_starts(prefix)[1]
 
 
 #: a statement ``name = ...`` or ``name += ...``; group 3: the chain of ``name = CHAIN(``

@@ -9,7 +9,7 @@ decode to U+FFFD).  Making these tokens invalid in the constraint, instead of ed
 the text after decoding, keeps every decoder exact under the constraint.
 
 Token texts reach constrainers with undecodable bytes as lone surrogates
-(``surrogateescape``, see `completion/vocab.py`).  The state is the UTF-8 decoder's:
+(``surrogateescape``, see `vocab.py`).  The state is the UTF-8 decoder's:
 ``0`` between characters, else ``(bytes still owed, lowest, highest next byte)`` (plus
 the lead ``EF``, which U+FFFD starts with); the
 ranges also exclude overlong forms, surrogates, code points above U+10FFFF, C1 controls

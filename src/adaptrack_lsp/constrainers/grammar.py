@@ -53,7 +53,7 @@ from adaptrack_lsp.constrainers.base import State, TokenConstraint
 from adaptrack_lsp.constrainers.token_index import END
 
 if TYPE_CHECKING:  # pragma: no cover
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

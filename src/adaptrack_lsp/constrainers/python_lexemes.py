@@ -1,7 +1,9 @@
 """Python's lexical vocabulary, shared by the syntax constraint's lexer
 (`python_syntax`) and its full-vocabulary masks (`python_syntax_mask`): keywords,
 operators, brackets, string prefixes, the lexer's modes and string phases, the character
-runs the lexer consumes at once, and the number automaton.
+runs the lexer consumes at once, and the number automaton; and `code_starts`, the one
+scan of a prompt that says where its last code line and its last statement begin (the API
+and keyword constraints lex the prompt from there).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ _FREE = 8  # the check gave up (too many readings): everything is accepted
 _OPEN1, _OPEN2, _BODY, _TRIPLE = 1, 2, 3, 4  # string phases
 
 #: identifier characters (as `re`'s \w; other XID characters are checked one by one).  An
-#: escaped byte (a piece of a character split between tokens, `completion/vocab.py`) is
+#: escaped byte (a piece of a character split between tokens, `vocab.py`) is
 #: not one: constrainers see split characters as non-identifier characters
 _IDENT_RUN = re.compile(r"\w+")
 _SPACE_RUN = re.compile(r"[ \t\f\r]+")
@@ -96,3 +98,86 @@ def _number_step(state: str, char: str) -> str | None:
             return None
         return "!"
     return None  # "J"
+
+
+# -- prompt scanning ---------------------------------------------------------------------------
+_PROMPT_SCAN = re.compile(r"[#'\"\n()\[\]{}]")
+#: (prompt, answer) of the last `code_starts` call, replaced as one object (threads share it)
+_last_scan: tuple = (None, (0, 0))
+
+
+def escaped(text: str, index: int) -> bool:
+    """Whether the character at `index` is preceded by an odd run of backslashes."""
+    count = 0
+    index -= 1
+    while index >= 0 and text[index] == "\\":
+        count += 1
+        index -= 1
+    return count % 2 == 1
+
+
+def code_starts(prefix: str) -> tuple[int, int]:
+    """(line, statement): the start of the last line of `prefix` that begins in code (not
+    inside a string or comment), and the start of the last such line that is also outside
+    every bracket and not continued by a backslash.  Lexing from the first in fresh code
+    mode gives the lexer state at the end of `prefix`; lexing from the second with an
+    empty bracket stack gives the brackets open there (unbalanced closers count as noise).
+
+    One pass of C-speed searches, so documents of any length cost little; the last answer
+    is kept, as both constraints ask about the same prompt."""
+    global _last_scan
+    last_prefix, last_answer = _last_scan
+    if last_prefix is prefix or last_prefix == prefix:
+        return last_answer
+    answer = _code_starts(prefix)
+    _last_scan = (prefix, answer)
+    return answer
+
+
+def _code_starts(prefix: str) -> tuple[int, int]:
+    position, line, statement, depth, length = 0, 0, 0, 0, len(prefix)
+    search = _PROMPT_SCAN.search
+    while position < length:
+        match = search(prefix, position)
+        if match is None:
+            break
+        char, index = match.group(), match.start()
+        position = index + 1
+        if char == "\n":
+            line = position
+            if depth == 0 and not (index and prefix[index - 1] == "\\"):
+                statement = position
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = depth - 1 if depth else 0
+        elif char == "#":
+            end = prefix.find("\n", index)
+            if end < 0:
+                break
+            position = end  # the newline is processed next
+        elif prefix.startswith(char * 3, index):
+            closing, at = char * 3, index + 3
+            while True:
+                end = prefix.find(closing, at)
+                if end < 0:
+                    return line, statement  # inside an open triple-quoted string
+                if escaped(prefix, end):
+                    at = end + 1
+                    continue
+                position = end + 3
+                break
+        else:
+            at = index + 1
+            while True:
+                quote = prefix.find(char, at)
+                newline = prefix.find("\n", at)
+                end = quote if newline < 0 or (0 <= quote < newline) else newline
+                if end < 0:
+                    return line, statement  # inside an open string on the last line
+                if escaped(prefix, end):
+                    at = end + 1
+                    continue
+                position = end if end == newline else end + 1  # an unterminated string ends at the line break
+                break
+    return line, statement

@@ -39,7 +39,7 @@ import numpy as np
 from adaptrack_lsp.constrainers.base import Constrainer, State, TokenConstraint
 
 if TYPE_CHECKING:  # pragma: no cover - the vocabulary is passed in; only its type is named
-    from adaptrack_lsp.completion.vocab import Vocabulary
+    from adaptrack_lsp.vocab import Vocabulary
 
 _LEAD = re.compile(r"\w*")
 _DOT_LEAD = re.compile(r"[ \t]*\.")

@@ -256,7 +256,7 @@ def _run_gitchameleon(args) -> int:
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be >= 1")
     parts = _comma_list(args.constraints) if args.constraints else list(gitchameleon.DEFAULT_PARTS)
-    from adaptrack_lsp.commands.explain import PARTS
+    from adaptrack_lsp.checking.explainer import PARTS
 
     unknown = [part for part in parts if part not in PARTS]
     if unknown:

@@ -38,7 +38,7 @@ Figures (`evaluate`):
   must reject the solution (catch rate); where it passes, it must accept it (false
   rejection rate).  Other failures are counted, not scored.
 
-The constraint is checked with `commands.explain.Explainer` (parts ``api,kwargs`` by
+The constraint is checked with `checking.explainer.Explainer` (parts ``api,kwargs`` by
 default) with ``pythonPath`` set to the environment's interpreter: the text is the
 solution, the document before it is the starting code with the solution's own import
 statements placed at its top (`check_prefix`), so the aliases the solution binds are
@@ -83,7 +83,7 @@ HARNESS_PYTHONS = ("3.7", "3.9", "3.10")
 RUN_TIMEOUT_S = 240.0
 RUN_MEMORY_BYTES = 8 * 1024**3
 RUN_FILE_SIZE_BYTES = 64 * 1024**2
-#: constraint parts checked (commands.explain.PARTS)
+#: constraint parts checked (checking.explainer.PARTS)
 DEFAULT_PARTS = ("api", "kwargs")
 DEFAULT_DECODERS = ("unconstrained", "constrained", "adaptrack", "exact")
 RUNS_FILE = "runs.jsonl"
@@ -516,7 +516,7 @@ class ConstraintChecker:
         explainer = self._explainers.get(python)
         if explainer is None:
             self.close()  # one environment at a time: each holds an introspection worker
-            from adaptrack_lsp.commands.explain import Explainer
+            from adaptrack_lsp.checking.explainer import Explainer
             from adaptrack_lsp.config import parse_settings
 
             settings, problems = parse_settings({"pythonPath": python})

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adaptrack_lsp.completion.lm.base import LanguageModel, PromptInfo
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 SIMULATION_LABEL = "simulated-intent LM (SIMULATION: weighted candidate strings, not a neural model)"
 

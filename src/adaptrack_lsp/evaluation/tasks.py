@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from adaptrack_lsp.completion.lm.tabular import TabularLM
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.constrainers.base import State, TokenConstraint
+from adaptrack_lsp.vocab import Vocabulary
 
 #: probabilities in a task file must sum to 1 within this tolerance
 SUM_TOLERANCE = 1e-6

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 
 class ModelError(RuntimeError):

@@ -73,7 +73,16 @@ from pathlib import Path
 import numpy as np
 
 from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PromptInfo
-from adaptrack_lsp.completion.lm.corpus import STDLIB, CorpusPackage, CorpusReport, corpus_files, identity, read_corpus
+from adaptrack_lsp.completion.lm.corpus import (
+    END_OF_TEXT,
+    STDLIB,
+    CorpusPackage,
+    CorpusReport,
+    corpus_files,
+    corpus_token_stream,
+    identity,
+    read_corpus,
+)
 from adaptrack_lsp.completion.lm.ngram import NGramTables, build_tables
 from adaptrack_lsp.completion.lm.shards import LibraryHints, LibraryShards, imported_modules, receiver_class
 from adaptrack_lsp.config import cache_root
@@ -81,7 +90,6 @@ from adaptrack_lsp.config import cache_root
 logger = logging.getLogger(__name__)
 
 BUILTIN_NAME = "builtin"
-END_OF_TEXT = "<|endoftext|>"
 #: the pre-tokenizer split: an identifier (with one leading space), a number, a run of
 #: punctuation (with its line break), whitespace.  A token never joins punctuation to the
 #: name after it, so text cut after ``np.`` or ``f(`` ends on a token boundary the corpus
@@ -885,35 +893,6 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def corpus_token_stream(
-    tokenizer, texts: list[str], order: int, progress: Callable[[float], None] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """`texts` tokenized into one stream for `build_tables`: (tokens, counted flags).
-
-    A document starts after order - 1 end-of-text tokens; the first of them ends the
-    previous document (a prediction), the others are padding.  `progress(fraction)`
-    after each batch."""
-    eos = tokenizer.token_to_id(END_OF_TEXT)
-    vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
-    token_dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
-    pieces, counted = [], []
-    batch = 128
-    for begin in range(0, len(texts), batch):
-        for encoding in tokenizer.encode_batch(texts[begin : begin + batch], add_special_tokens=False):
-            pieces.append(np.full(order - 1, eos, dtype=token_dtype))
-            flags = np.zeros(order - 1, dtype=bool)
-            flags[0] = len(pieces) > 1
-            counted.append(flags)
-            ids = np.asarray(encoding.ids, dtype=token_dtype)
-            pieces.append(ids)
-            counted.append(np.ones(len(ids), dtype=bool))
-        if progress is not None:
-            progress(min(1.0, (begin + batch) / len(texts)))
-    pieces.append(np.full(1, eos, dtype=token_dtype))
-    counted.append(np.ones(1, dtype=bool))
-    return np.concatenate(pieces), np.concatenate(counted)
 
 
 def build_model(

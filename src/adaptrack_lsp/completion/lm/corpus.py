@@ -22,9 +22,14 @@ import re
 import sys
 import sysconfig
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
+
+#: the special token that ends a document (and pads the start of the next)
+END_OF_TEXT = "<|endoftext|>"
 
 #: licence words accepted as permissive (SPDX ids and classifier/licence-field wording)
 PERMISSIVE = re.compile(
@@ -187,3 +192,32 @@ def read_corpus(
         yield text
         if max_bytes is not None and total >= max_bytes:
             return
+
+
+def corpus_token_stream(
+    tokenizer, texts: list[str], order: int, progress: Callable[[float], None] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`texts` tokenized into one stream for `build_tables`: (tokens, counted flags).
+
+    A document starts after order - 1 end-of-text tokens; the first of them ends the
+    previous document (a prediction), the others are padding.  `progress(fraction)`
+    after each batch."""
+    eos = tokenizer.token_to_id(END_OF_TEXT)
+    vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+    token_dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
+    pieces, counted = [], []
+    batch = 128
+    for begin in range(0, len(texts), batch):
+        for encoding in tokenizer.encode_batch(texts[begin : begin + batch], add_special_tokens=False):
+            pieces.append(np.full(order - 1, eos, dtype=token_dtype))
+            flags = np.zeros(order - 1, dtype=bool)
+            flags[0] = len(pieces) > 1
+            counted.append(flags)
+            ids = np.asarray(encoding.ids, dtype=token_dtype)
+            pieces.append(ids)
+            counted.append(np.ones(len(ids), dtype=bool))
+        if progress is not None:
+            progress(min(1.0, (begin + batch) / len(texts)))
+    pieces.append(np.full(1, eos, dtype=token_dtype))
+    counted.append(np.ones(1, dtype=bool))
+    return np.concatenate(pieces), np.concatenate(counted)

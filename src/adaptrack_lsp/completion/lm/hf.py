@@ -50,8 +50,8 @@ from adaptrack_lsp.completion.lm.base import (
     PromptInfo,
 )
 from adaptrack_lsp.completion.tokenizer_bytes import ROUND_TRIP_TEXTS  # noqa: F401  (loading.py's import)
-from adaptrack_lsp.completion.vocab import Vocabulary
 from adaptrack_lsp.config import is_hub_id
+from adaptrack_lsp.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

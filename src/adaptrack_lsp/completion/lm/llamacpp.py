@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PromptInfo
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

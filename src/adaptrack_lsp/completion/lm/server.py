@@ -77,7 +77,7 @@ import numpy as np
 from adaptrack_lsp.completion.decoding import BudgetExceeded
 from adaptrack_lsp.completion.lm.base import EngineUnavailable, ModelError, PartialLanguageModel, PromptInfo, TopK
 from adaptrack_lsp.completion.tokenizer_bytes import encode_ids
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

@@ -296,7 +296,7 @@ def build_shard(
 ) -> Shard:
     """Count a shard of `source` with `tokenizer` (the base model's); raises ValueError
     when the library has no usable source.  `progress(stage, fraction)`."""
-    from adaptrack_lsp.completion.lm.builtin import corpus_token_stream
+    from adaptrack_lsp.completion.lm.corpus import corpus_token_stream
 
     started = time.perf_counter()
     chosen = shard_files(source.location, recipe)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from adaptrack_lsp.completion.lm.base import LanguageModel, ModelError, PartialLanguageModel, PromptInfo, TopK
-from adaptrack_lsp.completion.vocab import Vocabulary
+from adaptrack_lsp.vocab import Vocabulary
 
 Conditional = Callable[[tuple[int, ...]], Sequence[float]]
 
