@@ -79,6 +79,47 @@ class _Concrete(_Base):
         return self.model
 
 
+
+class _Leaf(_Fitted):
+    """A class with no methods of its own (scipy's ``csr_matrix``: a docstring and bases)."""
+
+
+class _Copier:
+    """Sets a computed name, but only on an object it makes itself (pandas'
+    ``DataFrame.to_timestamp``)."""
+
+    def __init__(self, other=None):
+        self.data = other
+
+    def renamed(self, name):
+        new = _Copier()
+        setattr(new, name, 1)
+        return new
+
+
+class _HandsItself:
+    def __init__(self):
+        self.kept = _Copier(self)
+
+
+def _names_of(*objects):
+    return [type(item).__name__ for item in objects]
+
+
+def _tag_all(*objects):
+    for item in objects:
+        item.tagged = True
+
+
+class _ReadByVarargs:
+    def __init__(self):
+        self.names = _names_of(self)
+
+
+class _TaggedByVarargs:
+    def __init__(self):
+        _tag_all(self)
+
 INSTANCES = [
     lambda: np.zeros(3),
     lambda: np.zeros((2, 2)).view(np.matrix),
@@ -199,3 +240,27 @@ def test_c_classes_are_closed_where_their_lookup_is_generic_or_their_python_twin
     with open(__file__) as handle:
         assert isinstance(handle, io.TextIOWrapper) and handle.mode == "r" and "mode" not in dir(io.TextIOWrapper)
     assert worker.instance_members(io.TextIOWrapper)[worker.ANY_ATTRIBUTE] == ("values", False)
+
+
+def test_what_sets_nothing_on_an_instance_leaves_it_closed():
+    """A class without methods of its own, an object handed to a class that sets computed
+    names only on objects it makes, and to a ``*args`` function that only reads it: each
+    instance lacks a name its classes do not give (the reference: reading it raises)."""
+    for cls in (_Leaf, _HandsItself, _ReadByVarargs):
+        instance = cls()
+        with pytest.raises(AttributeError):
+            instance.missing  # noqa: B018 - the reference: the attribute does not exist
+        members = worker.instance_members(cls)
+        assert worker.ANY_ATTRIBUTE not in members, cls
+        assert {n for n in dir(instance) if not n.startswith("_")} <= set(members), cls
+    assert "alpha" in worker.instance_members(_Leaf)  # the base's attributes are still read
+    # a *args function that writes attributes: its objects may have any
+    assert _TaggedByVarargs().tagged is True and "tagged" not in vars(_TaggedByVarargs)
+    assert worker.instance_members(_TaggedByVarargs)[worker.ANY_ATTRIBUTE] == ("any", False)
+    # configparser's ConverterMapping sets computed names on the parser it keeps
+    import configparser
+
+    parser = configparser.ConfigParser(converters={"decimal": float})
+    assert hasattr(parser, "getdecimal") and not hasattr(configparser.ConfigParser, "getdecimal")
+    assert worker._sets_computed_names(configparser.ConverterMapping)
+    assert not worker._sets_computed_names(_Copier)

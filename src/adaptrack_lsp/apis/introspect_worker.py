@@ -413,8 +413,9 @@ ANY_ATTRIBUTE = "*"
 
 #: ``__getattr__`` implementations known to serve only non-callable values, by
 #: (module, qualified name): pandas' NDFrame.__getattr__ returns columns (``df.price``
-#: may be a column; ``df.append(row)`` calls a method that must exist)
-VALUE_PROXIES = {("pandas.core.generic", "NDFrame.__getattr__")}
+#: may be a column; ``df.append(row)`` calls a method that must exist), and GroupBy's
+#: the grouped column (``df.groupby("a").price``, not callable: ``.pad()`` must exist)
+VALUE_PROXIES = {("pandas.core.generic", "NDFrame.__getattr__"), ("pandas.core.groupby.groupby", "GroupBy.__getattr__")}
 
 #: C classes whose instances keep a ``__dict__`` that the library fills with data only:
 #: ``open()`` sets ``mode`` (and ``name``) on the file objects of ``io``, so an unlisted
@@ -539,7 +540,7 @@ def _handed_to(name, positions, keywords, scope, depth):
     owners = {parameters[i] for i in positions if i < len(parameters)}
     owners |= {k for k in keywords if k in parameters or k in [a.arg for a in node.args.kwonlyargs]}
     if len(owners) < len(positions) + len(keywords):  # *args / **kwargs take it
-        return set(), True
+        return set(), _writes_attributes(node)
     names, dynamic = set(), False
     for owner in owners:
         found, sets = _owner_writes(node, owner, getattr(value, "__globals__", None), depth + 1)
@@ -548,19 +549,46 @@ def _handed_to(name, positions, keywords, scope, depth):
     return names, dynamic
 
 
+def _writes_attributes(function) -> bool:
+    """Whether `function` may set an attribute of anything: a ``setattr`` call, an
+    attribute assigned or deleted, or a ``__dict__`` named (pandas'
+    ``get_unanimous_names(*indexes)`` only reads what it is handed)."""
+    for inner in ast.walk(function):
+        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id in ("setattr", "delattr"):
+            return True
+        if isinstance(inner, ast.Attribute) and (isinstance(inner.ctx, (ast.Store, ast.Del)) or inner.attr == "__dict__"):
+            return True
+    return False
+
+
 def _sets_computed_names(cls) -> bool:
     """Whether a Python class handed an object may set attributes of computed names on
-    it: some method of its own calls ``setattr`` with a name that is not a literal
-    (configparser's ConverterMapping gives its parser ``getdecimal`` so)."""
+    it: some method of its own calls ``setattr`` with a name that is not a literal on
+    what it was handed or keeps (a parameter other than ``self``, or an attribute of
+    ``self``: configparser's ConverterMapping gives its parser ``getdecimal`` so); an
+    object the method makes itself (``new = self.copy(); setattr(new, name, ...)``, as
+    pandas' ``DataFrame.to_timestamp``) is not the one handed."""
     node = _class_node(cls)
     if node is None:
         return False
-    for inner in ast.walk(node):
-        if (
-            isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "setattr"
-            and len(inner.args) > 1 and not isinstance(inner.args[1], ast.Constant)
-        ):
-            return True
+    for method in node.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arguments = method.args
+        parameters = [a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs]
+        parameters += [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        own = parameters[0] if parameters else None
+        for inner in ast.walk(method):
+            if not (
+                isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "setattr"
+                and len(inner.args) > 1 and not isinstance(inner.args[1], ast.Constant)
+            ):
+                continue
+            target = inner.args[0]
+            if isinstance(target, ast.Name) and target.id in parameters and target.id != own:
+                return True
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == own:
+                return True
     return False
 
 
@@ -618,6 +646,24 @@ def _twin_node(cls):
     if node is None or not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in node.body):
         return None
     return node
+
+
+def _python_class_without_methods(cls) -> bool:
+    """Whether `cls` was made by a ``class`` statement with no methods of its own (scipy's
+    ``csr_matrix``: docstring and bases only): a heap type whose module's ``.py`` file
+    defines it at top level without a function in its body.  A C class has no such
+    statement (a C class whose pure-Python twin has methods is read through the twin)."""
+    if not getattr(cls, "__flags__", 0) & (1 << 9) or "." in getattr(cls, "__qualname__", "."):
+        return False
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    filename = getattr(module, "__file__", None)
+    if not isinstance(filename, str) or not filename.endswith(".py"):
+        return False
+    tree = _parsed_file(filename)
+    if tree is None:
+        return False
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__qualname__), None)
+    return node is not None and not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(node))
 
 
 _GETATTRO = []
@@ -755,6 +801,8 @@ def instance_members(cls, deprecations=None) -> dict:
         node = _class_node(klass)
         if node is None and _own_method(klass) is None:
             node = _twin_node(klass)  # a C class: its pure-Python twin says what it sets
+        if node is None and _python_class_without_methods(klass):
+            continue  # its own body sets nothing on instances (its bases are read in turn)
         if node is None:
             if getattr(klass, "__dictoffset__", 0) and dynamic != "any":
                 # instances keep a __dict__ that no source we can read fills (modules,

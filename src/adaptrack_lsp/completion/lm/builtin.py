@@ -137,6 +137,7 @@ USED_WEIGHT = 2.0
 SHARD_WEIGHTS = {
     "own": {"shorter": 0.24, "same": 0.93, "longer": 0.99},
     "module": {"shorter": 0.02, "same": 0.11, "longer": 0.09},
+    "standard": {"shorter": 0.02, "same": 0.11, "longer": 0.09},
     "chain": {"shorter": 0.30, "same": 0.75, "longer": 0.99},
     "line": {"shorter": 0.17, "same": 0.61, "longer": 0.91},
     "other": {"shorter": 0.30, "same": 0.51, "longer": 0.94},
@@ -461,7 +462,9 @@ class BuiltinLanguageModel(LanguageModel):
             module = hints.owners.get(match.group(1))
             if module is not None:
                 return "own", (module,)
-            return ("module" if match.group(1) in hints.others else "chain"), tuple(hints.shards)
+            root = match.group(1)
+            kind = "standard" if root in hints.standard else "module" if root in hints.others else "chain"
+            return kind, tuple(hints.shards)
         named = tuple(dict.fromkeys(hints.owners[n] for n in _CHAIN_ROOT.findall(line) if n in hints.owners))
         return ("line", named) if named else ("other", tuple(hints.shards))
 
