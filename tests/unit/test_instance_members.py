@@ -264,3 +264,25 @@ def test_what_sets_nothing_on_an_instance_leaves_it_closed():
     assert hasattr(parser, "getdecimal") and not hasattr(configparser.ConfigParser, "getdecimal")
     assert worker._sets_computed_names(configparser.ConverterMapping)
     assert not worker._sets_computed_names(_Copier)
+
+
+def test_c_class_constructors_take_the_parameters_their_python_twin_declares():
+    """``ET.XMLParser(html=0)`` (removed in Python 3.8): the C class has no signature;
+    its pure-Python twin's ``__init__`` names the parameters.  The reference: calling the
+    C class with every named parameter works, and with another keyword raises."""
+    import datetime
+    import xml.etree.ElementTree as ET
+
+    cases = [
+        (ET.XMLParser, {"target": None, "encoding": None}),
+        (ET.TreeBuilder, {"element_factory": None, "comment_factory": None, "pi_factory": None, "insert_comments": False, "insert_pis": False}),
+        (datetime.date, {"year": 2020, "month": 1, "day": 2}),
+        (datetime.timedelta, {"days": 1, "seconds": 1, "microseconds": 1, "milliseconds": 1, "minutes": 1, "hours": 1, "weeks": 1}),
+    ]
+    for cls, keywords in cases:
+        items = worker.signature_of(cls)
+        assert items is not None and not any(item.startswith("**") for item in items), cls
+        assert {item for item in items if item not in ("/", "*")} == set(keywords), cls
+        cls(**keywords)
+        with pytest.raises(TypeError):
+            cls(**keywords, html=0)

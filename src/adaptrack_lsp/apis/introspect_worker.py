@@ -1234,6 +1234,10 @@ def signature_of(obj, bound=False):
         return items
     if not _without_python_source(obj):
         return items  # a Python function's **kwargs is what it takes
+    if items is None and inspect.isclass(obj):
+        twin = twin_signature(obj)
+        if twin is not None:
+            return twin
     written = docstring_signature(obj)
     if written is None:
         return items
@@ -1299,7 +1303,11 @@ def docstring_signature(obj):
         function = ast.parse("def f(%s): pass" % parameters).body[0]
     except (SyntaxError, ValueError):
         return None
-    arguments = function.args
+    return _argument_items(function.args)
+
+
+def _argument_items(arguments):
+    """An ``ast.arguments`` in `signature_items` notation."""
     items = [a.arg for a in arguments.posonlyargs] + (["/"] if arguments.posonlyargs else [])
     items += [a.arg for a in arguments.args]
     if arguments.vararg is not None:
@@ -1310,6 +1318,27 @@ def docstring_signature(obj):
     if arguments.kwarg is not None:
         items.append("**" + arguments.kwarg.arg)
     return items
+
+
+def twin_signature(cls):
+    """The parameters of a C class's constructor as its pure-Python twin declares them
+    (``xml.etree.ElementTree.XMLParser``: ``(*, target=None, encoding=None)``; the standard
+    library keeps the two alike), without the first; None without a twin that says."""
+    node = _twin_node(cls)
+    if node is None:
+        return None
+    for name in ("__init__", "__new__"):
+        method = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if method is None:
+            continue
+        items = _argument_items(method.args)
+        if not items or items[0] in ("/", "*") or items[0].startswith("*"):
+            return None  # no first parameter to drop: not a plain method
+        items = items[1:]
+        if items[:1] == ["/"]:
+            items = items[1:]
+        return items
+    return None
 
 
 def resolve_call(path, hints=None):
