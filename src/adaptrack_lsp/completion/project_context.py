@@ -39,11 +39,12 @@ import math
 import os
 import re
 import stat as stat_module
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from adaptrack_lsp.apis.document import DocumentAnalysis, ImportRef, analysis_of, encode, parse_tree
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +68,6 @@ ASSIGNMENT_CHARS = 160
 _CACHE_SIZE = 512
 #: seconds a file's status (exists, where it leads) is trusted before it is looked at again
 STATUS_SECONDS = 2.0
-#: the lines that can belong to an import statement (continuation lines included)
-_IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)\b[^\n(\\]*(?:\([^)]*\)|\\\n[^\n]*)*[^\n]*", re.MULTILINE)
 
 KINDS = ("names", "outline", "file")
 
@@ -229,47 +228,6 @@ def read_workspace_file(path: Path, root: Path) -> str | None:
 
 
 # -- parsing ------------------------------------------------------------------------------
-_PARSERS = threading.local()
-
-
-def _parser():
-    """This thread's tree-sitter parser (a parser is not shared between threads)."""
-    parser = getattr(_PARSERS, "parser", None)
-    if parser is None:
-        import tree_sitter_python
-        from tree_sitter import Language, Parser
-
-        parser = _PARSERS.parser = Parser(Language(tree_sitter_python.language()))
-    return parser
-
-
-@dataclass(frozen=True)
-class ImportRef:
-    """One import: ``level`` dots (0: absolute), the module path, the names a ``from``
-    import takes (empty for ``import a.b``; ``"*"`` for a wildcard), and the names they
-    are bound to where ``as`` renames them (`aliases`, one per name; `alias` for
-    ``import a.b as c``)."""
-
-    level: int
-    module: tuple[str, ...]
-    names: tuple[str, ...] = ()
-    is_from: bool = False
-    aliases: tuple[str | None, ...] = ()
-    alias: str | None = None
-
-    def alias_of(self, index: int) -> str | None:
-        return self.aliases[index] if index < len(self.aliases) else None
-
-
-def _dotted(node) -> tuple[str, ...]:
-    return tuple(child.text.decode("utf-8", "replace") for child in node.children if child.type == "identifier")
-
-
-def _alias(child) -> str | None:
-    alias = child.child_by_field_name("alias") if child.type == "aliased_import" else None
-    return alias.text.decode("utf-8", "replace") if alias is not None else None
-
-
 _IMPORTS_CACHE: dict[str, tuple[ImportRef, ...]] = {}
 
 
@@ -277,58 +235,17 @@ def _text_key(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def document_imports(text: str) -> tuple[ImportRef, ...]:
-    """The import statements of `text` in source order (any depth; syntax errors
-    tolerated).  Only the lines that can hold an import are parsed (dedented), so a long
-    document costs a regular-expression scan, and typing elsewhere finds the cache."""
-    statements = "\n".join(match.group(0).lstrip(" \t") for match in _IMPORT_LINE.finditer(text))
-    cached = _IMPORTS_CACHE.get(statements)
+def document_imports(text: str | DocumentAnalysis) -> tuple[ImportRef, ...]:
+    """The import statements of a text (or of its analysis) in source order (any depth,
+    outside strings and comments; syntax errors tolerated): `DocumentAnalysis.imports`.
+    Another module's text is parsed once and its imports kept by text."""
+    if isinstance(text, DocumentAnalysis):
+        return text.imports
+    key = _text_key(text)
+    cached = _IMPORTS_CACHE.get(key)
     if cached is not None:
         return cached
-    key = statements
-    found: list[ImportRef] = []
-    tree = _parser().parse(statements.encode("utf-8", "surrogatepass"))
-    stack = [tree.root_node]
-    nodes = []
-    while stack:
-        node = stack.pop()
-        if node.type in ("import_statement", "import_from_statement"):
-            nodes.append(node)
-            continue
-        if node.type in ("string", "comment"):
-            continue
-        stack.extend(node.children)
-    for node in sorted(nodes, key=lambda n: n.start_byte):
-        if node.type == "import_statement":
-            for child in node.children_by_field_name("name"):
-                name = child.child_by_field_name("name") if child.type == "aliased_import" else child
-                if name is not None and name.type == "dotted_name" and _dotted(name):
-                    found.append(ImportRef(0, _dotted(name), alias=_alias(child)))
-            continue
-        module = node.child_by_field_name("module_name")
-        if module is None:
-            continue
-        if module.type == "relative_import":
-            level = sum(len(c.text) for c in module.children if c.type == "import_prefix")
-            path = next((_dotted(c) for c in module.children if c.type == "dotted_name"), ())
-        elif module.type == "dotted_name":
-            level, path = 0, _dotted(module)
-        else:
-            continue
-        names: list[str] = []
-        aliases: list[str | None] = []
-        if any(child.type == "wildcard_import" for child in node.children):
-            names.append("*")
-            aliases.append(None)
-        for child in node.children_by_field_name("name"):
-            name = child.child_by_field_name("name") if child.type == "aliased_import" else child
-            parts = _dotted(name) if name is not None else ()
-            if len(parts) == 1:
-                names.append(parts[0])
-                aliases.append(_alias(child))
-        if level or path:
-            found.append(ImportRef(level, path, tuple(names), True, tuple(aliases)))
-    result = tuple(found)
+    result = DocumentAnalysis.parse(text).imports
     if len(_IMPORTS_CACHE) >= _CACHE_SIZE:
         _IMPORTS_CACHE.pop(next(iter(_IMPORTS_CACHE)))
     _IMPORTS_CACHE[key] = result
@@ -355,8 +272,8 @@ def module_outline(text: str) -> ModuleOutline:
     cached = _OUTLINE_CACHE.get(key)
     if cached is not None:
         return cached
-    data = text.encode("utf-8", "surrogatepass")
-    tree = _parser().parse(data)
+    data = encode(text)
+    tree = parse_tree(data)
     outline: list[str] = []
     definitions: dict[str, str] = {}
     for node in tree.root_node.children:
@@ -681,7 +598,7 @@ def gather_context(
     seen: set[str] = set()
     if current is not None:
         try:
-            resolved = resolve_imports(current, document_imports(text), root, reader)
+            resolved = resolve_imports(current, document_imports(analysis_of(text)), root, reader)
         except Exception:  # a document or module the parser cannot read contributes nothing
             logger.debug("context: could not resolve the imports of %s", document, exc_info=True)
             resolved = _Resolved()

@@ -57,6 +57,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from adaptrack_lsp import __version__
+from adaptrack_lsp.apis.document import DocumentAnalysis
 from adaptrack_lsp.completion.lm.base import EngineUnavailable
 from adaptrack_lsp.completion.pipeline import INDEXING, CompletionCancelled, CompletionResult
 from adaptrack_lsp.completion.request import CompletionRequest
@@ -64,7 +65,7 @@ from adaptrack_lsp.completion.service import CompletionService, ServiceNotReady
 from adaptrack_lsp.config import Settings, parse_settings
 from adaptrack_lsp.lsp_server.code_actions import register_code_actions
 from adaptrack_lsp.lsp_server.diagnostics import DIAGNOSTIC_OPTIONS, DocumentDiagnostics
-from adaptrack_lsp.lsp_server.documents import LspWorkspace
+from adaptrack_lsp.lsp_server.documents import DocumentAnalyses, LspWorkspace
 from adaptrack_lsp.lsp_server.framing import DEFAULT_MAX_MESSAGE_BYTES
 from adaptrack_lsp.lsp_server.health import CompletionHealth
 
@@ -210,6 +211,8 @@ class AdaptrackServer(LanguageServer):
         self.health = CompletionHealth(self.send_status, self.show_message, self._ready_message, self.log_message)
         #: version diagnostics of the open documents (`diagnostics.py`)
         self.diagnostics = DocumentDiagnostics(self)
+        #: the syntax analysis of each open document, edited with its changes (`documents.py`)
+        self.analyses = DocumentAnalyses()
         #: id(params) -> (request, edit range) built when the request was read
         self._tasks: set[asyncio.Future] = set()
         self._arrived: collections.OrderedDict[int, tuple[CompletionRequest, types.Range] | None] = collections.OrderedDict()
@@ -382,6 +385,14 @@ class AdaptrackServer(LanguageServer):
         server_position = document.position_codec.position_from_client_units(lines, position)
         column = min(server_position.character, len(content))
         return sum(len(text_line) for text_line in lines[: position.line]) + column
+
+    def document_analysis(self, uri: str) -> DocumentAnalysis | None:
+        """The syntax analysis of the open document `uri` as its text is now (None for a
+        document that is not open)."""
+        document = self.workspace.text_documents.get(_unquote(uri))
+        if document is None:
+            return None
+        return self.analyses.analysis(_unquote(uri), document.source)
 
     def cursor_request(self, uri: str, position: types.Position, mode: str) -> tuple[CompletionRequest, types.Range] | None:
         """The request for a cursor, built once from the document as it is now, and the
@@ -650,6 +661,10 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: AdaptrackServer, params: types.DidOpenTextDocumentParams) -> None:
+        try:  # first: the warm-up's import learning finds the analysis by the text
+            ls.analyses.opened(_unquote(params.text_document.uri), params.text_document.text)
+        except Exception:
+            logger.exception("analysing the document failed")
         try:
             if ls.service is not None:
                 ls.service.warm_up(params.text_document.text, document=_unquote(params.text_document.uri))
@@ -659,9 +674,15 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: AdaptrackServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = _unquote(params.text_document.uri)
+        document = ls.workspace.text_documents.get(uri)
         try:
-            uri = _unquote(params.text_document.uri)
-            document = ls.workspace.text_documents.get(uri)
+            if document is not None:
+                encoding = getattr(document.position_codec.encoding, "value", None) or "utf-16"
+                ls.analyses.changed(uri, params.content_changes, document.source, encoding)
+        except Exception:
+            logger.exception("analysing the document failed")
+        try:
             if ls.service is not None and document is not None:
                 ls.service.warm_up(document.source, document=uri)
         except Exception:
@@ -674,6 +695,7 @@ def create_server(service_factory: Callable[..., CompletionService] = Completion
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AdaptrackServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.analyses.closed(_unquote(params.text_document.uri))
         _guarded(ls.diagnostics.closed, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, DIAGNOSTIC_OPTIONS)
