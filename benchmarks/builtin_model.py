@@ -264,7 +264,7 @@ def library_cursors(files: list[Path], library: str, per_file: int = 2):
             if name in roots:
                 root = roots[name][0]
                 kind = "alias" if root == library else "stdlib" if root in sys.stdlib_module_names else None
-            elif receiver_bindings(text, offset, roots, key=str(path)).get(name, ("",))[0] == library:
+            elif receiver_bindings(text, offset, roots).get(name, ("",))[0] == library:
                 kind = "receiver"
             if kind is not None and taken[kind] < per_file:
                 found.append((text, offset, CHAIN.match(text, offset).group(0), kind))
@@ -282,7 +282,7 @@ def line_hints(lm, text: str, python_path: str | None):
     roots = document_roots(text)
     hints, offset, previous = [], 0, None
     for line in text.split("\n"):
-        receivers = receiver_bindings(text, offset, roots, key=f"hints:{hash(text)}") if roots else {}
+        receivers = receiver_bindings(text, offset, roots) if roots else {}
         key = tuple(sorted(receivers.items()))
         if key != previous:
             current = lm.prepare_libraries(imports=roots, receivers=receivers, python_path=python_path, build="now")

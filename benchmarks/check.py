@@ -994,16 +994,15 @@ def speed_child(request_file: str) -> int:
         edit = request.get("edit")
         if edit:
             text = Path(edit).read_text(encoding="utf-8")
-            key = Path(edit).as_uri()
             versions = edited_versions(text)
             # first pass: a name an edit adds may be asked of the index for the first time
             # (computed once, then cached); the second pass is typing on a warm index
             first, times = [], []
             for timings in (first, times):
-                checker.check(text, key=key)
+                checker.check(text)
                 for version in versions:
                     before = time.perf_counter()
-                    checker.check(version, key=key)
+                    checker.check(version)
                     timings.append((time.perf_counter() - before) * 1000)
             result.update(edit_file=edit, edit_lines=text.count("\n") + 1, edit_ms=times, edit_first_ms=first)
         # the processes this one started (the introspection worker, jedi's subprocess):

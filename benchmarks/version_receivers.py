@@ -409,10 +409,11 @@ def typed_names(text: str, roots: dict):
     checker's reading of the whole document (`receivers.DocumentScopes`): dots after
     names it does not type are not asked about at the cursor (where the completion's
     reading, `receiver_bindings`, decides)."""
-    from adaptrack_lsp.apis.receivers import DocumentScopes, parsed
+    from adaptrack_lsp.apis.document import DocumentAnalysis
+    from adaptrack_lsp.apis.receivers import DocumentScopes
 
-    source = text.encode("utf-8", "surrogatepass")
-    tree = parsed(source)
+    analysis = DocumentAnalysis.parse(text)
+    source, tree = analysis.data, analysis.tree
     scopes = DocumentScopes(tree, roots, source)
 
     def typed(offset: int, name: str) -> bool:

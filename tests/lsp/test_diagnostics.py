@@ -122,7 +122,7 @@ def numpy_checker(tmp_path_factory):
     snapshot = write_numpy_snapshot(tmp_path_factory.mktemp("snapshot") / "numpy.json")
     checker = Checker(SnapshotIndex(str(snapshot)))
     started = time.perf_counter()
-    assert [f.name for f in checker.check(long_document(3000), key="whole").findings] == ["np.float_"]
+    assert [f.name for f in checker.check(long_document(3000)).findings] == ["np.float_"]
     return checker, time.perf_counter() - started
 
 
@@ -131,7 +131,7 @@ def _check_in_thread(checker, gate: CheckGate, text: str, run: CheckRun | None =
 
     def check():
         try:
-            outcome["findings"] = checker.check(text, key="gated", pause=gate.pause, cancelled=run.is_set if run else None).findings
+            outcome["findings"] = checker.check(text, pause=gate.pause, cancelled=run.is_set if run else None).findings
         except CheckCancelled:
             outcome["stopped"] = True
 

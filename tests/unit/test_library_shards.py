@@ -341,7 +341,7 @@ def test_a_receiver_typed_with_a_library_class_is_that_librarys_position(tmp_pat
     python = make_environment(tmp_path / "env")
     text = "import os\nimport zorblib as zl\n\nframe = zl.ZorbFrame()\nother = make()\ntotal = frame."
     roots = document_roots(text)
-    receivers = receiver_bindings(text, len(text), roots, key="typed-library-receiver")
+    receivers = receiver_bindings(text, len(text), roots)
     assert receivers["frame"] == ("zorblib", "ZorbFrame", "()") and "other" not in receivers
     hints = lm.prepare_libraries(imports=roots, receivers=receivers, python_path=python, build="now")
     assert list(hints.shards) == ["zorblib"] and hints.owners["frame"] == "zorblib" and hints.classes["frame"] == "ZorbFrame"

@@ -33,7 +33,8 @@ import logging
 import re
 from collections.abc import Mapping
 
-from adaptrack_lsp.apis.imports import PARSE_LOCK, _parser
+from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
+from adaptrack_lsp.apis.document import parser as _parser
 from adaptrack_lsp.apis.index import CALL
 
 log = logging.getLogger(__name__)
@@ -751,66 +752,18 @@ class _Resolver:
         return None
 
 
-_TREES: dict[str, tuple[bytes, object]] = {}
-_TREES_SIZE = 4
-
-
-def parsed(source: bytes, key: str = ""):
-    """The tree-sitter tree of `source`; with a `key` (a document's URI) the previous
-    tree of that document is reused for what did not change (one edit between the first
-    and the last differing byte), so typing re-parses a line, not the file.  A tree once
-    returned is never changed: the edit is made on a copy (another thread may still be
-    walking the old one), and parses take turns on the shared parser."""
-    with PARSE_LOCK:
-        parser = _parser()
-        previous = _TREES.get(key) if key else None
-        tree = None
-        if previous is not None:
-            old, old_tree = previous
-            if old == source:
-                return old_tree
-            start = _common_prefix(old, source)
-            tail = _common_prefix(old[start:][::-1], source[start:][::-1])
-            old_end, new_end = len(old) - tail, len(source) - tail
-            edited = old_tree.copy()
-            edited.edit(
-                start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
-                start_point=_point(old, start), old_end_point=_point(old, old_end), new_end_point=_point(source, new_end),
-            )
-            tree = parser.parse(source, edited)
-        if tree is None:
-            tree = parser.parse(source)
-        if key:
-            _TREES.pop(key, None)
-            if len(_TREES) >= _TREES_SIZE:
-                _TREES.pop(next(iter(_TREES)))
-            _TREES[key] = (source, tree)
-        return tree
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """Length of the common prefix of `a` and `b` (halving slices: C-speed compares)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _point(source: bytes, byte: int) -> tuple[int, int]:
-    row = source.count(b"\n", 0, byte)
-    return row, byte - (source.rfind(b"\n", 0, byte) + 1)
+def _analysis(document: str, analysis: DocumentAnalysis | None) -> DocumentAnalysis:
+    """`analysis` when it is `document`'s, else the one kept for its text."""
+    return analysis if analysis is not None and analysis.text == document else analysis_of(document)
 
 
 def receiver_bindings(
-    document: str, offset: int, roots: Mapping[str, tuple[str, ...]], key: str = ""
+    document: str, offset: int, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None = None
 ) -> dict[str, tuple[str, ...]]:
     """Name -> typed path (ending in `CALL`) for the names visible at `offset` whose type
     the document states (see the module docstring); never raises (a document that
-    cannot be read binds none).  `key`: the document's URI (its parse is reused)."""
+    cannot be read binds none).  `analysis`: the document's (`apis.document`; else the
+    one kept for its text)."""
     if not document:
         return {}
     try:
@@ -819,8 +772,8 @@ def receiver_bindings(
         cached = _CACHE.get(remembered)
         if cached is not None:
             return dict(cached)
-        source = document.encode("utf-8", "surrogatepass")
-        tree = parsed(source, key)
+        analysis = _analysis(document, analysis)
+        source, tree = analysis.data, analysis.tree
         scopes = _scopes(tree, source, byte_offset)
         resolver = _Resolver(scopes, roots, document_facts(tree, source))
         names = set().union(*(scope.bindings for scope in scopes))
@@ -862,23 +815,23 @@ class AssignedNames(frozenset):
 _SELF_PATHS: dict[tuple, frozenset] = {}
 
 
-def self_paths(document: str, roots: Mapping[str, tuple[str, ...]], key: str = "") -> frozenset[tuple[str, ...]]:
+def self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None = None) -> frozenset[tuple[str, ...]]:
     """The typed paths ``self`` and ``cls`` have in the document's classes (their one
     library base, `_Resolver.class_base`); the last few documents are kept."""
     remembered = (document, tuple(sorted(roots.items())))
     found = _SELF_PATHS.get(remembered)
     if found is None:
-        found = _self_paths(document, roots, key)
+        found = _self_paths(document, roots, analysis)
         if len(_SELF_PATHS) >= 4:
             _SELF_PATHS.pop(next(iter(_SELF_PATHS)))
         _SELF_PATHS[remembered] = found
     return found
 
 
-def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], key: str) -> frozenset[tuple[str, ...]]:
+def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None) -> frozenset[tuple[str, ...]]:
     try:
-        source = document.encode("utf-8", "surrogatepass")
-        tree = parsed(source, key)
+        analysis = _analysis(document, analysis)
+        source, tree = analysis.data, analysis.tree
         module = _Scope(tree.root_node, "module")
         _collect(tree.root_node, module)
         resolver = _Resolver([module], roots, document_facts(tree, source))
@@ -900,12 +853,14 @@ def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], key: str) -
         return frozenset()
 
 
-def assigned_attribute_names(document: str, key: str = "", tree=None, roots: Mapping[str, tuple[str, ...]] | None = None) -> frozenset[str]:
+def assigned_attribute_names(
+    document: str, analysis: DocumentAnalysis | None = None, roots: Mapping[str, tuple[str, ...]] | None = None
+) -> frozenset[str]:
     """The attribute names the document assigns on any object (``server.wfile = f``,
     ``self.count += 1``, ``a.x, b.y = ...``, ``setattr(obj, "name", v)``) and the names
     its classes define (methods, class attributes): an object of a library class may
     get them at run time (or be an instance of such a subclass), so they are never
-    rejected on a typed receiver.  `tree`: the document's parse, when the caller has it.
+    rejected on a typed receiver.  `analysis`: the document's, when the caller has it.
     With `roots` (completions): an `AssignedNames` that also holds the paths of ``self``
     and ``cls``."""
     global _ASSIGNED_QUERY
@@ -913,7 +868,7 @@ def assigned_attribute_names(document: str, key: str = "", tree=None, roots: Map
         return frozenset()
     cached = _ASSIGNED_CACHE.get(document)
     if cached is not None:
-        return AssignedNames(cached, self_paths(document, roots, key)) if roots is not None else cached
+        return AssignedNames(cached, self_paths(document, roots, analysis)) if roots is not None else cached
     names: set[str] = set()
     try:
         from tree_sitter import Query, QueryCursor
@@ -939,8 +894,7 @@ def assigned_attribute_names(document: str, key: str = "", tree=None, roots: Map
                 (class_definition body: (block (_ (_ (block (function_definition name: (identifier) @name))))))
                 """,
             )
-        if tree is None:
-            tree = parsed(document.encode("utf-8", "surrogatepass"), key)
+        tree = _analysis(document, analysis).tree
         captures = QueryCursor(_ASSIGNED_QUERY).captures(tree.root_node)
         names.update(_text(node) for node in captures.get("name", []))
         # (the patterns on class bodies) what the document's classes define: `self` of a
@@ -954,7 +908,7 @@ def assigned_attribute_names(document: str, key: str = "", tree=None, roots: Map
     _ASSIGNED_CACHE.clear()
     _ASSIGNED_CACHE[document] = found
     if roots is not None:  # for completions: with the paths of `self` / `cls`
-        return AssignedNames(found, self_paths(document, roots, key))
+        return AssignedNames(found, self_paths(document, roots, analysis))
     return found
 
 

@@ -149,17 +149,17 @@ class Checker:
         text: str,
         *,
         local_modules: Iterable[str] = (),
-        key: str = "",
+        analysis=None,
         cancelled: Callable[[], bool] | None = None,
         pause: Callable[[], None] | None = None,
     ) -> CheckResult:
         """The findings of document `text`; `local_modules`: more module names the
-        document's own folder offers; `key`: the document's URI (its parse is reused
-        across edits); `cancelled`: polled as the walk goes and between walks (a newer
+        document's own folder offers; `analysis`: the document's (`apis.document`; else
+        the one kept for the text: an open document's, edited incrementally); `cancelled`: polled as the walk goes and between walks (a newer
         edit): `CheckCancelled` is raised; `pause`: called at the same points, it may
         block (the editor holds a check back while a completion is computed)."""
+        from adaptrack_lsp.apis.document import analysis_of
         from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
-        from adaptrack_lsp.apis.receivers import parsed
 
         def checkpoint() -> None:
             if pause is not None:
@@ -167,8 +167,8 @@ class Checker:
             if cancelled is not None and cancelled():
                 raise CheckCancelled
 
-        source = text.encode("utf-8", "surrogatepass")
-        tree = parsed(source, key)
+        if analysis is None or analysis.text != text:
+            analysis = analysis_of(text)
         local = self.local_modules | frozenset(local_modules)
         # answers given up on in an earlier check may have come since
         self.given_up = {path for path in self.given_up if not self._ready(path)}
@@ -177,7 +177,7 @@ class Checker:
             rounds += 1
             checkpoint()
             view = ReadyOnlyIndex(self.index, unknown=self.given_up, wait_optional=True)
-            walk = _Walk(view, tree, source, local, checkpoint if (pause or cancelled) else None)
+            walk = _Walk(view, analysis, local, checkpoint if (pause or cancelled) else None)
             result = walk.run()
             result.rounds = rounds
             pending = [p for p in view.pending if p not in self.given_up]
@@ -220,25 +220,23 @@ class _Walk:
     #: nodes visited between two calls of the checkpoint
     CHECKPOINT_EVERY = 64
 
-    def __init__(self, index, tree, source: bytes, local_modules: frozenset[str], checkpoint: Callable[[], None] | None = None):
-        from adaptrack_lsp.apis.imports import ambiguous_roots, imported_modules, learn_roots
+    def __init__(self, index, analysis, local_modules: frozenset[str], checkpoint: Callable[[], None] | None = None):
         from adaptrack_lsp.apis.receivers import DocumentScopes, assigned_attribute_names
 
         self.index = index
-        self.tree = tree
-        self.source = source
+        tree = self.tree = analysis.tree
+        self.source = analysis.data
         self.local_modules = local_modules
-        document = source.decode("utf-8", "surrogatepass")
-        self.document = document
-        roots = learn_roots(document)
+        document = self.document = analysis.text
+        roots = analysis.roots
         self.scopes = DocumentScopes(tree, roots)
         # an alias the document also binds some other way, or imports from two places
         # (a fallback for what may not be installed), may not be the module
-        ambiguous = ambiguous_roots(document) | self.guarded_only(tree)
+        ambiguous = analysis.ambiguous | self.guarded_only(tree)
         self.roots = {alias: path for alias, path in roots.items() if alias not in ambiguous and not self.scopes.bound_otherwise(alias)}
-        self.assigned = assigned_attribute_names(document, tree=tree)
+        self.assigned = assigned_attribute_names(document, analysis=analysis)
         edges: dict[tuple[str, ...], set[str]] = {}
-        for module in imported_modules(document):
+        for module in analysis.modules:
             for depth in range(1, len(module)):
                 edges.setdefault(module[:depth], set()).add(module[depth])
         self.module_edges = edges

@@ -111,7 +111,7 @@ class Explainer:
             for part in self.parts:
                 arguments.update(PARTS[part](view))
             constraint = text_constraint(
-                document=prefix + suffix, prefix=prefix, roots=request.bound_names, local_modules=request.local_modules, assigned_attributes=request.assigned_attributes, suffix=suffix, **arguments
+                document=prefix + suffix, prefix=prefix, roots=request.bound_names, local_modules=request.local_modules, assigned_attributes=request.assigned_attributes, suffix=suffix, analysis=request.analysis, **arguments
             )
             verdict = check_text(constraint, text)
             if view is None or not view.pending:

@@ -127,13 +127,13 @@ def fix_target(text: str, finding) -> FixTarget | None:
     """What a fix for `finding` replaces in `text` (see the module docstring), or None
     where no rewrite is known (a chain over several lines, a finding whose range is not
     where the syntax tree says such a use is)."""
-    from adaptrack_lsp.apis.receivers import parsed
+    from adaptrack_lsp.apis.document import analysis_of
 
     if not 0 <= finding.start < finding.end <= len(text):
         return None
-    source = text.encode("utf-8", "surrogatepass")
+    analysis = analysis_of(text)
+    source, tree = analysis.data, analysis.tree
     start_byte, end_byte = _byte_offset(text, finding.start), _byte_offset(text, finding.end)
-    tree = parsed(source)
     node = tree.root_node.descendant_for_byte_range(start_byte, end_byte)
     if node is None:
         return None
@@ -653,6 +653,7 @@ class Suggester:
                 keyword_choices=choices,
                 syntax=settings.syntax_constraint and choices is None,
                 suffix=request.text[target.start :],
+                analysis=request.analysis,
             )
             constrainer = parts.constrainer
             if choices is None:

@@ -317,6 +317,7 @@ def _decode(request: CompletionRequest, host, view, control: RequestControl, key
             keyword_choices=keyword_choices,
             syntax=constrained and settings.syntax_constraint,
             suffix=request.text[request.offset :],
+            analysis=request.analysis,
         )
         built = time.perf_counter()
         if request.mode == "inline" and settings.temperature <= 0.0:

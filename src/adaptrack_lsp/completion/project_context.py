@@ -572,10 +572,15 @@ def _with_reexports(module_path: Path, text: str, outline: str, reader: _Reader)
 
 
 def gather_context(
-    document: str, text: str, sources: ContextSources | None, max_chars: int | None = None, offset: int | None = None
+    document: str,
+    text: str,
+    sources: ContextSources | None,
+    max_chars: int | None = None,
+    offset: int | None = None,
+    analysis: DocumentAnalysis | None = None,
 ) -> ProjectContext | None:
-    """The project context of a document (its key or path and its text), or None when
-    there is no source.  Imported modules come in import order, those the document uses
+    """The project context of a document (its key or path, its text and, where the caller
+    has it, its `analysis`), or None when there is no source.  Imported modules come in import order, those the document uses
     most (by name, bucketed: `_uses`; the cursor's line, at `offset`, is not counted, so
     typing it never reorders them) first.  Pieces longer than `max_chars` are cut at a
     line end (names and outlines) or left out (whole files)."""
@@ -598,7 +603,8 @@ def gather_context(
     seen: set[str] = set()
     if current is not None:
         try:
-            resolved = resolve_imports(current, document_imports(analysis_of(text)), root, reader)
+            document_analysis = analysis if analysis is not None and analysis.text == text else analysis_of(text)
+            resolved = resolve_imports(current, document_imports(document_analysis), root, reader)
         except Exception:  # a document or module the parser cannot read contributes nothing
             logger.debug("context: could not resolve the imports of %s", document, exc_info=True)
             resolved = _Resolved()

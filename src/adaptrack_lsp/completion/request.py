@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
 from adaptrack_lsp.apis.imports import document_roots
 from adaptrack_lsp.apis.index import CALL, members_key
 from adaptrack_lsp.apis.receivers import assigned_attribute_names, receiver_bindings
@@ -86,6 +87,9 @@ class CompletionRequest:
     chain_paths: tuple[tuple[str, ...], ...] = ()
     #: snippets of other files for the prompt (None: no context, or `contextTokens` 0)
     context: ProjectContext | None = None
+    #: the document's syntax (`apis.document.DocumentAnalysis` of `text`): read once here,
+    #: carried to every reader (the constraint's parts, the context planner, the checks)
+    analysis: DocumentAnalysis | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -99,24 +103,29 @@ class CompletionRequest:
         version: int | None = None,
         seed: int | None = None,
         sources: ContextSources | None = None,
+        analysis: DocumentAnalysis | None = None,
     ) -> CompletionRequest:
         """`sources`: where project context may come from (open documents, the workspace
-        root and its trust); None for no context."""
+        root and its trust); None for no context.  `analysis`: the document's, where the
+        caller keeps one (the server: edited incrementally per open document); used when
+        it is of `text` (else the one kept for the text)."""
         if mode not in MODES:
             raise ValueError(f"mode must be 'inline' or 'list', got {mode!r}")
         text = sanitize_text(text)
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
-        roots = document_roots(text)
+        if analysis is None or analysis.text != text:
+            analysis = analysis_of(text)
+        roots = document_roots(analysis)
         line_prefix = text[line_start:offset]
-        receivers = receiver_bindings(text, offset, roots, key=document)
+        receivers = receiver_bindings(text, offset, roots, analysis=analysis)
         settings = settings or Settings()
         context = None
         if sources is not None and settings.context_tokens != 0:
             from adaptrack_lsp.completion.context import MAX_AUTOMATIC_CONTEXT_TOKENS, MAX_CHARS_PER_TOKEN
 
             tokens = settings.context_tokens or MAX_AUTOMATIC_CONTEXT_TOKENS
-            context = gather_context(document, text, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset)
+            context = gather_context(document, text, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset, analysis=analysis)
         return cls(
             text=text,
             offset=offset,
@@ -129,7 +138,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=assigned_attribute_names(text, key=document, roots=roots) if receivers else frozenset(),
+            assigned_attributes=assigned_attribute_names(text, analysis=analysis, roots=roots) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
@@ -138,6 +147,7 @@ class CompletionRequest:
             ),
             chain_paths=chain_paths(line_prefix, roots, receivers),
             context=context,
+            analysis=analysis,
         )
 
     @property

@@ -194,15 +194,18 @@ class CompletionService:
         settings: Settings | None = None,
         seed: int | None = None,
         open_documents: tuple[tuple[str, str], ...] = (),
+        analysis=None,
     ) -> CompletionRequest:
         """A request for a cursor at character `offset` of `text`, with the settings in
         force now (unless `settings` are given).  Its project context comes from
         `open_documents` ((path, text) of the documents open in the editor) and, in a
-        trusted workspace, the workspace modules `document` imports."""
+        trusted workspace, the workspace modules `document` imports; `analysis`: the
+        document's syntax where the caller keeps it (`apis.document`)."""
         settings = settings or self.settings
         sources = ContextSources(self.constraints.workspace_root, settings.trusted_workspace, tuple(open_documents))
         return CompletionRequest.build(
-            text, offset, mode=mode, settings=settings, document=document, version=version, seed=seed, sources=sources
+            text, offset, mode=mode, settings=settings, document=document, version=version, seed=seed, sources=sources,
+            analysis=analysis,
         )
 
     def begin_request(self, key: str) -> Callable[[], bool]:

@@ -91,11 +91,22 @@ def _is_identifier_start(char: str) -> bool:
 
 @dataclass(frozen=True)
 class ConstraintContext:
-    """What a constrainer may know about the request: the whole document and the text
-    before the cursor (the generated text continues `prefix`)."""
+    """What a constrainer may know about the request: the whole document, the text
+    before the cursor (the generated text continues `prefix`) and the document's
+    analysis (`apis.document.DocumentAnalysis`, built once per request; None: read from
+    `document` on demand)."""
 
     document: str = ""
     prefix: str = ""
+    analysis: object = None
+
+    def document_analysis(self, text: str):
+        """The analysis of `text` (the document, or the prefix where there is none): the
+        request's when it is of that text, else the one kept for the text."""
+        from adaptrack_lsp.apis.document import analysis_of
+
+        analysis = self.analysis
+        return analysis if analysis is not None and analysis.text == text else analysis_of(text)
 
 
 def _inner(state):
@@ -198,12 +209,12 @@ class ApiMonitor(Constrainer):
         """Changes whenever the roots are (re)learned (mask caches key on it)."""
         return self._roots_version
 
-    def _learn(self, document: str) -> None:
+    def _learn(self, document: str, analysis=None) -> None:
         if self._roots is not None and self._roots_from_document is None:
             return  # explicit roots
         if self._roots_from_document == document:
             return
-        roots = learn_roots(document)
+        roots = analysis.roots if analysis is not None else learn_roots(document)
         if self._roots is not None and roots != self._roots:
             raise ValueError(
                 "this ApiMonitor already serves a document with other imports; create a new one"
@@ -212,13 +223,13 @@ class ApiMonitor(Constrainer):
         self._roots_version += 1
         self._roots_from_document = document
 
-    def _learn_imported_modules(self, document: str) -> None:
+    def _learn_imported_modules(self, document: str, analysis=None) -> None:
         """Submodules the document imports explicitly are members of their parents
         (``import sympy.physics.quantum`` makes ``sympy.physics`` exist at run time)."""
         if document == self._modules_from_document:
             return
         edges: dict[tuple[str, ...], set[str]] = {}
-        for module in imported_modules(document):
+        for module in analysis.modules if analysis is not None else imported_modules(document):
             for depth in range(1, len(module)):
                 edges.setdefault(module[:depth], set()).add(module[depth])
         self._module_edges = {path: frozenset(names) for path, names in edges.items()}
@@ -470,8 +481,9 @@ class ApiMonitor(Constrainer):
             context = ConstraintContext(document=context, prefix=context)
         document = getattr(context, "document", "") or ""
         prefix = getattr(context, "prefix", "") or ""
-        self._learn(document or prefix)
-        self._learn_imported_modules(document or prefix)
+        analysis = context.document_analysis(document or prefix) if isinstance(context, ConstraintContext) else None
+        self._learn(document or prefix, analysis)
+        self._learn_imported_modules(document or prefix, analysis)
         # from the start of the cursor's statement (a multi-line import is read whole)
         start = statement_start(prefix)
         state, _violation = self.lex(_LINE_START, prefix[start:], lenient=True)

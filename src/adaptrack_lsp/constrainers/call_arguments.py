@@ -283,11 +283,11 @@ class KeywordArguments(Constrainer):
     def bindings(self) -> dict[str, tuple[str, ...]]:
         return dict(self._bindings or {})
 
-    def _learn(self, document: str) -> None:
+    def _learn(self, document: str, analysis=None) -> None:
         if self._document == document:
             return
         if not self._explicit_roots:
-            roots = learn_roots(document)
+            roots = analysis.roots if analysis is not None else learn_roots(document)
             if self._document is not None and roots != self._roots:
                 raise ValueError("this KeywordArguments already serves a document with other imports; create a new one")
             self._roots = roots
@@ -354,12 +354,15 @@ class KeywordArguments(Constrainer):
             if self._bindings is None:
                 self._bindings = {}
             return FRESH
+        analysis = None
         if isinstance(context, str):
             document = prefix = context
         else:
             document = getattr(context, "document", "") or ""
             prefix = getattr(context, "prefix", "") or ""
-        self._learn(document or prefix)
+            analysis_of = getattr(context, "document_analysis", None)  # a `ConstraintContext`
+            analysis = analysis_of(document or prefix) if analysis_of is not None else None
+        self._learn(document or prefix, analysis)
         return self.lex_prompt(prefix)
 
     def lex_prompt(self, prefix: str):

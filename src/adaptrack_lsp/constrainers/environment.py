@@ -91,6 +91,7 @@ def text_constraint(
     suffix: str = "",
     local_modules: frozenset[str] = frozenset(),
     assigned_attributes: frozenset[str] = frozenset(),
+    analysis=None,
 ) -> TextConstraint:
     """The text-level constraint for one generation after `prefix` in `document`
     (`suffix`: the document after the cursor).
@@ -106,7 +107,8 @@ def text_constraint(
     `KeywordChoice(keyword_choices)` (the text is one of ``name=``: completion-list
     keyword items), and `PythonSyntax` (`syntax`: prefix + text stays a prefix of a
     valid program; off for this request, with the reason in `off`, when the prefix
-    already has a syntax error).  A fresh monitor per call: monitors cache "unknown"
+    already has a syntax error).  `analysis`: the document's (`apis.document`), built once
+    per request and read by every part (None: read from `document`).  A fresh monitor per call: monitors cache "unknown"
     answers, and an answer that was not ready last time may be ready now (the index
     caches)."""
     from adaptrack_lsp.constrainers.api import ApiMonitor, ConstraintContext
@@ -142,7 +144,7 @@ def text_constraint(
             off.append(f"syntax: {reason}")
         else:
             parts.append(checker)
-    context = ConstraintContext(document=document, prefix=prefix)
+    context = ConstraintContext(document=document, prefix=prefix, analysis=analysis)
     if not parts:
         return TextConstraint(None, context, tuple(off))
     if len(parts) == 1:

@@ -61,9 +61,6 @@ SEVERITIES = {
 }
 #: advertised as `diagnosticProvider` (pull clients ask; push clients ignore it)
 DIAGNOSTIC_OPTIONS = types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=False)
-#: the checker's parse cache key of a document: not the key completions use (a cached
-#: tree is edited in place when its document changes, so no two threads may share one)
-PARSE_KEY = "adaptrack-diagnostics:"
 #: a check paused for completions runs again after this long (then for `RESUME_S`), so
 #: that a stream of completions without a pause cannot hold it back for good
 MAX_PAUSE_S = 2.0
@@ -463,7 +460,7 @@ class DocumentDiagnostics:
             checker = self._checker = Checker(index)
         local_modules = self._local_modules(key)
         result = checker.check(
-            text, local_modules=local_modules, key=PARSE_KEY + key, cancelled=run.is_set, pause=self.gate.pause
+            text, local_modules=local_modules, cancelled=run.is_set, pause=self.gate.pause
         )
         if run.cancelled:
             return None

@@ -411,6 +411,7 @@ class AdaptrackServer(LanguageServer):
             document=_unquote(uri),
             version=document.version,
             open_documents=self.open_documents(),
+            analysis=self.analyses.analysis(_unquote(uri), document.source),
         )
         word = request.typed_word
         start = document.client_position_at_offset(offset - len(word)) if word else position
