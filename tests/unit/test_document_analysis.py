@@ -487,3 +487,31 @@ def test_the_server_edits_each_open_document_s_analysis_with_its_changes(monkeyp
     assert final.open_call(len(final.text) - 1) == OpenCall("np.zeros", ("dtype",), final.text.index("(3"), False)
     same_answers(final, DocumentAnalysis.parse(final.text), range(len(final.text) + 1))
     assert len({id(answer) for answer in [opened, *answers]}) == 4 and not fallbacks  # one analysis per version
+
+
+def test_a_request_reads_the_analysis_it_is_given_and_never_parses_again(monkeypatch):
+    """The request builder, the constraint's parts and the checker take the document's
+    analysis as it is: with one given, no tree is built for the request."""
+    from adaptrack_lsp.apis.static_index import StaticIndex
+    from adaptrack_lsp.checking.checker import Checker
+    from adaptrack_lsp.completion.request import CompletionRequest
+    from adaptrack_lsp.config import Settings
+    from adaptrack_lsp.constrainers.environment import text_constraint
+
+    text = "import numpy as np\nimport os.path\n\ndef f(a: np.ndarray):\n    b = np.zeros(3)\n    return b."
+    analysis = DocumentAnalysis.parse(text)
+    parses = []
+    real_parse_tree = document_module.parse_tree
+    monkeypatch.setattr(document_module, "parse_tree", lambda *args: parses.append(args) or real_parse_tree(*args))
+    request = CompletionRequest.build(text, len(text), settings=Settings(), analysis=analysis)
+    assert request.analysis is analysis
+    assert request.import_roots == {"np": ("numpy",), "os": ("os",)}
+    assert request.receivers["b"] == ("numpy", "zeros", "()") and request.receivers["a"][:2] == ("numpy", "ndarray")
+    index = StaticIndex(["numpy.zeros", "numpy.ndarray", "os.path.join"])
+    constraint = text_constraint(index=index, document=text, prefix=text, roots=request.bound_names, keywords_index=index, analysis=analysis)
+    constraint.constrainer.start(constraint.context)
+    Checker(index).check(text, analysis=analysis)
+    assert parses == []
+    # an analysis of another text is not used: the request reads its own text's
+    other = CompletionRequest.build(text + "sum()\n", len(text), settings=Settings(), analysis=analysis)
+    assert other.analysis is not analysis and other.analysis.text == text + "sum()\n"
