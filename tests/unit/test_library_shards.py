@@ -198,6 +198,7 @@ def test_a_shard_is_built_in_the_background_once_per_version(tmp_path, fresh_cac
     assert heard[0].startswith("learning zorblib 1.0 for the built-in model (first import): ") and heard[-1] == ""
     hints = lm.prepare_libraries(imports=imports, python_path=python)
     assert list(hints.shards) == ["zorblib"] and dict(hints.owners) == {"zl": "zorblib"} and hints.others == {"os"}
+    assert hints.standard == {"os"}  # a standard-library module: the base model's place
     source = lm.libraries.locate("zorblib", environment, None)
     folder = lm.libraries.folder(source)
     assert folder.is_dir() and "zorblib-1.0" in folder.name
@@ -276,15 +277,19 @@ def test_the_shard_is_favoured_after_its_alias_and_the_base_model_elsewhere(tmp_
 def test_the_kind_of_position_decides_which_shards_share_the_weight(tmp_path, fresh_cache):
     lm = fresh_cache
     tables = lm.tables
-    lm.use_libraries(LibraryHints({"zorblib": tables, "pandas": tables}, {"zl": "zorblib", "df": "pandas"}, others=frozenset({"os"})))
+    hints = LibraryHints(
+        {"zorblib": tables, "pandas": tables}, {"zl": "zorblib", "df": "pandas"}, others=frozenset({"os", "np"}), standard=frozenset({"os"})
+    )
+    lm.use_libraries(hints)
     assert lm._library_position("x = zl.") == ("own", ("zorblib",))
     assert lm._library_position("x = df.groupby") == ("own", ("pandas",))
     assert lm._library_position("x = zl.core.") == ("own", ("zorblib",))
-    assert lm._library_position("x = os.path.") == ("module", ("zorblib", "pandas"))
+    assert lm._library_position("x = os.path.") == ("standard", ("zorblib", "pandas"))
+    assert lm._library_position("x = np.linalg.") == ("module", ("zorblib", "pandas"))
     assert lm._library_position("x = self.") == ("chain", ("zorblib", "pandas"))
     assert lm._library_position("x = zl.quantize_zorbs(df.a, ") == ("line", ("zorblib", "pandas"))
     assert lm._library_position("for x in range(") == ("other", ("zorblib", "pandas"))
-    assert set(builtin.SHARD_WEIGHTS) == {"own", "module", "chain", "line", "other"}
+    assert set(builtin.SHARD_WEIGHTS) == {"own", "module", "standard", "chain", "line", "other"}
     assert all(set(by) == {"shorter", "same", "longer"} and all(0.0 <= w < 1.0 for w in by.values()) for by in builtin.SHARD_WEIGHTS.values())
 
 

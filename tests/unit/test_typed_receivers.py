@@ -163,6 +163,38 @@ def test_completions_reject_what_the_checker_rejects(explainer, prefix, text, ac
     assert explainer.explain(prefix, text)["accepted"] is accepted
 
 
+_GROWING = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        "
+
+
+def test_a_class_still_being_written_may_call_helpers_it_will_define(explainer):
+    """At the end of a class (nothing after it in the document), ``self.read_helper(``
+    may be a method written next: accepted; a misspelling of a name the class has is
+    still rejected.  Once the class is closed by what follows it, a name it lacks is
+    rejected when called: running it raises AttributeError (the reference)."""
+    assert explainer.explain(_GROWING, "self.read_helper(1)\n")["accepted"]
+    assert not explainer.explain(_GROWING, "self.assertEqaul(1, 1)\n")["accepted"]
+    assert not explainer.explain(_GROWING, "self.assertequal(1, 1)\n")["accepted"]
+    closed_suffix = "\n\nclass U:\n    pass\n"
+    assert not explainer.explain(_GROWING, "self.read_helper(1)\n", closed_suffix)["accepted"]
+    assert explainer.explain(_GROWING, "self.read_helper(1)\n", "\n    def read_helper(self, x):\n        pass\n" + closed_suffix)["accepted"]
+    namespace: dict = {}
+    exec(_GROWING + "self.read_helper(1)\n" + closed_suffix, namespace)  # noqa: S102 - the reference: run it
+    with pytest.raises(AttributeError):
+        namespace["T"]("test_a").test_a()
+
+
+def test_an_import_continued_by_a_backslash_is_one_statement(explainer):
+    """``from scipy.optimize._trustregion_constr.projections \\`` + newline + ``import
+    projections`` (SciPy's tests): the name is looked up in that module."""
+    import scipy.optimize._trustregion_constr.projections as module
+
+    prefix = "from scipy.optimize._trustregion_constr.projections \\\n    "
+    assert hasattr(module, "projections") and not hasattr(module, "projectionz")
+    assert explainer.explain(prefix, "import projections\n")["accepted"]
+    assert not explainer.explain(prefix, "import projectionz\n")["accepted"]
+
+
+
 PROJECT = {
     "inventory/__init__.py": "from .stock import Stock\n",
     "inventory/base.py": "class Base:\n    kind = 'base'\n\n    def describe(self):\n        return self.kind\n",

@@ -41,6 +41,7 @@ _IMPORT_QUERY = None
 PARSE_LOCK = threading.RLock()
 #: LSP line breaks (positions count lines at these only)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_CLASS_HEADER = re.compile(r"class\s+[A-Za-z_]\w*\s*[(:]")
 #: tokens that begin a statement and never stand inside brackets
 _STATEMENT_KEYWORDS = frozenset(
     "def class import return pass break continue raise global nonlocal del assert while try except finally with".split()
@@ -403,6 +404,40 @@ class DocumentAnalysis:
             node = node.parent
         return "code"
 
+    # -- classes --------------------------------------------------------------------------
+    def class_runs_to_end(self, offset: int) -> bool:
+        """Whether the innermost class whose body holds character `offset` has no line
+        after it at its own indentation or less: its body runs to the end of the document,
+        so more of it (methods the code before calls) may still be written.  Read from the
+        indentation of the lines (the text at a cursor seldom parses); False outside a
+        class."""
+        lines = _LINE_BREAK.split(self.text[:offset])
+        before, current = lines[:-1], lines[-1]
+        depth = _indentation(current) if current.strip() else None
+        class_indent = None
+        for line in reversed(before):
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            indent = _indentation(line)
+            if depth is not None and indent >= depth:
+                continue
+            depth = indent
+            if _CLASS_HEADER.match(stripped):
+                class_indent = indent
+                break
+            if indent == 0:
+                return False
+        if class_indent is None:
+            return False
+        rest = self.text[offset:]
+        newline = _LINE_BREAK.search(rest)
+        for line in _LINE_BREAK.split(rest[newline.end():]) if newline else ():
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#") and _indentation(line) <= class_indent:
+                return False
+        return True
+
     # -- calls ------------------------------------------------------------------------------
     def open_call(self, offset: int) -> OpenCall | None:
         """The innermost call whose argument list is open at character `offset` (its
@@ -716,3 +751,9 @@ def remember(analysis: DocumentAnalysis) -> None:
         _BY_TEXT.move_to_end(analysis.text)
         while len(_BY_TEXT) > _BY_TEXT_SIZE:
             _BY_TEXT.popitem(last=False)
+
+
+def _indentation(line: str) -> int:
+    """The width of a line's leading blanks (a tab counts as one: Python rejects a mix
+    that would make the two counts disagree)."""
+    return len(line) - len(line.lstrip(" \t"))

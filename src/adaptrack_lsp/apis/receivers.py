@@ -805,10 +805,15 @@ class AssignedNames(frozenset):
     called (the API monitor treats them as data, as a DataFrame's columns)."""
 
     open_paths: frozenset = frozenset()
+    #: the cursor's class runs to the end of the document: a name neither it nor its base
+    #: has may be a method still to be written, so only a misspelling of one it has is
+    #: rejected when called (``self.assertEqaul(``, not ``self.read_helper(``)
+    class_open: bool = False
 
-    def __new__(cls, names=(), open_paths=()):
+    def __new__(cls, names=(), open_paths=(), class_open: bool = False):
         made = super().__new__(cls, names)
         made.open_paths = frozenset(tuple(p) for p in open_paths)
+        made.class_open = class_open
         return made
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
 from adaptrack_lsp.apis.imports import document_roots
 from adaptrack_lsp.apis.index import CALL, members_key
-from adaptrack_lsp.apis.receivers import assigned_attribute_names, receiver_bindings
+from adaptrack_lsp.apis.receivers import AssignedNames, assigned_attribute_names, receiver_bindings
 from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, gather_context
 from adaptrack_lsp.config import Settings
 
@@ -138,7 +138,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=assigned_attribute_names(text, analysis=analysis, roots=roots) if receivers else frozenset(),
+            assigned_attributes=_assigned_names(text, offset, analysis, roots) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
@@ -173,6 +173,15 @@ class CompletionRequest:
     def decoder(self) -> str:
         """The decoder the settings name for this mode (`decoder` / `listDecoder`)."""
         return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
+
+
+def _assigned_names(text: str, offset: int, analysis: DocumentAnalysis, roots) -> frozenset[str]:
+    """`assigned_attribute_names` for a cursor: with whether its class may still grow
+    (`AssignedNames.class_open`)."""
+    names = assigned_attribute_names(text, analysis=analysis, roots=roots)
+    if isinstance(names, AssignedNames) and names.open_paths:
+        names = AssignedNames(names, names.open_paths, class_open=analysis.class_runs_to_end(offset))
+    return names
 
 
 def modules_beside(document: str) -> frozenset[str]:

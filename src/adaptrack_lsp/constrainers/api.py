@@ -122,6 +122,31 @@ def safe_lex_start(prefix: str) -> int:
     return code_starts(prefix)[0]
 
 
+def _misspelling(written: str, name: str) -> bool:
+    """Whether `written` is `name` with a letter's case, or one edit (two for names of
+    eight or more characters: an insertion, a deletion, a substitution, two neighbours
+    swapped) away from it."""
+    if written == name:
+        return False
+    if written.lower() == name.lower():
+        return True
+    limit = 2 if len(name) >= 8 else 1
+    if abs(len(written) - len(name)) > limit or min(len(written), len(name)) < 3:
+        return False
+    previous2, previous = None, list(range(len(name) + 1))
+    for i in range(1, len(written) + 1):
+        current = [i] + [0] * len(name)
+        for j in range(1, len(name) + 1):
+            cost = written[i - 1] != name[j - 1]
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and written[i - 1] == name[j - 2] and written[i - 2] == name[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        if min(current) > limit:
+            return False
+        previous2, previous = previous, current
+    return previous[-1] <= limit
+
+
 # -- per-path data ---------------------------------------------------------------------------
 class _PathInfo:
     """The members of one path as the lexer needs them.  An index answer with the
@@ -185,6 +210,9 @@ class ApiMonitor(Constrainer):
         #: paths (``self`` / ``cls`` of the document's classes) whose unlisted names may be
         #: written (a new attribute) but not called (`receivers.AssignedNames`)
         self.open_paths = frozenset(getattr(assigned_attributes, "open_paths", ()))
+        #: the cursor's class may still grow: on `open_paths` an unlisted name may be
+        #: called unless it misspells a listed one (`receivers.AssignedNames.class_open`)
+        self.class_open = bool(getattr(assigned_attributes, "class_open", False))
         #: top-level module names beside the document (a script's own modules)
         self.local_modules = frozenset(local_modules)
         self.source = getattr(index, "source", "") or type(index).__name__
@@ -252,6 +280,15 @@ class ApiMonitor(Constrainer):
             if path in self.open_paths and info.members is not None:
                 info.open_values = True  # self.total = 0: a new attribute, not a call
         return info
+
+    def _may_be_written_later(self, path: tuple[str, ...], name: str) -> bool:
+        """Whether `name`, absent from ``self`` / ``cls`` (`path`) of a class that runs to
+        the end of the document, may be a method still to be written: yes, unless it
+        misspells a name the class has (one edit away, two for longer names)."""
+        if not self.class_open or path not in self.open_paths:
+            return False
+        members = self.path_info(path).members or frozenset()
+        return not any(_misspelling(name, member) for member in members)
 
     def members(self, path: tuple[str, ...]) -> frozenset[str] | None:
         return self.path_info(path).members
@@ -340,6 +377,18 @@ class ApiMonitor(Constrainer):
 
         def binding_of_module(path):
             return (path[0], path[:1]) if len(path) == 1 else None
+
+        # a backslash line continuation (``from a.b \\`` + newline + ``import c``): the
+        # line break after it is a space (`paren` holds "\\" until it comes)
+        if paren == "\\":
+            if char == "\r":
+                return state, True, None
+            state = with_(paren=False)
+            if char == "\n":
+                return self._lex_import(state, " ")
+            return self._lex_import(state, char)
+        if char == "\\" and not paren:
+            return with_(paren="\\"), True, None
 
         ident = is_identifier_char(char)
         if stage == _I_FREE:
@@ -801,6 +850,9 @@ class ApiMonitor(Constrainer):
                     position += 1
                     continue
                 if char == "(":
+                    if self._may_be_written_later(state[3], state[1]):
+                        state = (_CODE, "", True)  # the call is code's business
+                        continue
                     if not lenient:
                         return None, position
                     if violation < 0:
@@ -917,6 +969,8 @@ class ApiMonitor(Constrainer):
         inner = _inner(state)
         if inner[0] == _VALUE or (inner[0] == _MEMBER and self.path_info(inner[1]).open_values):
             return None  # open names (a data proxy's): the index walks the vocabulary
+        if inner[0] == _IMPORT and inner[5] == "\\":
+            return None  # right after a line-continuing backslash (rare): the index walks the vocabulary
         if inner[0] == _IMPORT:
             return _ImportMasks.of(self, index).mask(inner, state)
         if inner[0] == _STMT and inner[1] in ("import", "from"):

@@ -27,7 +27,6 @@ corpus at the same version (numpy 2.4.6 next to the server: the base model learn
 
 from __future__ import annotations
 
-import ast
 import collections
 import contextlib
 import dataclasses
@@ -64,9 +63,6 @@ SHARD_RECIPE = {
     "max_read_seconds": 60.0,
     #: folders whose files are tests (left out: they are what the benchmark measures on)
     "test_folders": ["tests", "test"],
-    #: the usage examples of the docstrings (``>>> df.reset_index()``) are also read as
-    #: code, one snippet per docstring (`docstring_examples`)
-    "examples": True,
 }
 #: seconds a project environment's location (its sys.path) and a library's location are
 #: trusted before they are looked at again (a ``pip install`` of a new version is seen)
@@ -286,46 +282,6 @@ def shard_files(location: str | os.PathLike, recipe: Mapping = SHARD_RECIPE) -> 
 
 
 # -- building and loading ------------------------------------------------------------------
-_DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def docstring_examples(text: str) -> str:
-    """The interactive examples of a module's docstrings (``>>> G = nx.path_graph(4)``)
-    as code: per docstring, the examples that parse, without their prompts, one snippet
-    each ("" when there are none).  A library's examples use it as its users' code does
-    (``df.reset_index()``, not the internal helpers its own modules call); nothing runs."""
-    if ">>>" not in text:
-        return ""
-    import doctest
-
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return ""
-    parser = doctest.DocTestParser()
-    snippets = []
-    for node in ast.walk(tree):
-        if not isinstance(node, _DOCSTRING_OWNERS):
-            continue
-        docstring = ast.get_docstring(node, clean=True)
-        if not docstring or ">>>" not in docstring:
-            continue
-        try:
-            examples = parser.get_examples(docstring)
-        except ValueError:  # a malformed example
-            continue
-        lines = []
-        for example in examples:
-            try:
-                compile(example.source, "<example>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-            except (SyntaxError, ValueError, MemoryError, RecursionError):
-                continue
-            lines.append(example.source.rstrip("\n"))
-        if lines:
-            snippets.append("\n".join(lines) + "\n")
-    return "\n\n".join(snippets)
-
-
 @dataclass
 class Shard:
     """A library's n-gram tables and what they were counted from."""
@@ -344,9 +300,8 @@ def build_shard(
 
     started = time.perf_counter()
     chosen = shard_files(source.location, recipe)
-    texts, read_bytes, example_bytes, skipped, cut_by_time = [], 0, 0, 0, 0
+    texts, read_bytes, skipped, cut_by_time = [], 0, 0, 0
     deadline = started + float(recipe["max_read_seconds"])
-    files = 0
     for number, path in enumerate(chosen.files, 1):
         if time.perf_counter() > deadline:
             cut_by_time = len(chosen.files) - number + 1
@@ -355,14 +310,8 @@ def build_shard(
         if text is None:
             skipped += 1
             continue
-        files += 1
         texts.append(text)
         read_bytes += len(text.encode("utf-8"))
-        if recipe.get("examples"):
-            examples = docstring_examples(text)
-            if examples:
-                texts.append(examples)
-                example_bytes += len(examples.encode("utf-8"))
         if progress is not None and number % 16 == 0:
             progress("reading", number / len(chosen.files))
     if not texts:
@@ -370,6 +319,7 @@ def build_shard(
     order = int(recipe["order"])
     tokens, flags = corpus_token_stream(tokenizer, texts, order, lambda done: progress and progress("tokenizing", done))
     read_seconds = time.perf_counter() - started
+    files = len(texts)
     del texts
     vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
     tables = build_tables(
@@ -386,7 +336,6 @@ def build_shard(
         "python": sys.version.split()[0],
         "files": files,
         "bytes": read_bytes,
-        "example_bytes": example_bytes,
         "candidate_files": chosen.candidates,
         "candidate_bytes": chosen.candidate_bytes,
         "test_files_left_out": chosen.tests_left_out,
