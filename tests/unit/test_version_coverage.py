@@ -416,10 +416,11 @@ def test_import_masks_equal_brute_force_on_the_tiny_tokenizer():
         "from numpy import (prod,\n    linalg as L)\nL.inv(a)\n",
         "from numpy.linalg import norm\nimport json\n",
         "from . import x\nfrom numpy import *\n",
+        "from numpy.linalg \\\n    import norm as n, \\\n  inv\nimport numpy \\\n  as np\n",
     ]
     checked = 0
     for line in lines:
-        for cut in range(0, len(line) + 1, 3):
+        for cut in range(0, len(line) + 1, 3 if "\\" not in line else 1):
             prefix = line[:cut]
             token_index = TokenIndex(ApiMonitor(idx), vocab, context=ConstraintContext(prefix, prefix))
             state = token_index.initial_state()

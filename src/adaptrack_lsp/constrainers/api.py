@@ -388,7 +388,19 @@ class ApiMonitor(Constrainer):
                 return self._lex_import(state, " ")
             return self._lex_import(state, char)
         if char == "\\" and not paren:
-            return with_(paren="\\"), True, None
+            # valid where a space is, and as a space is (it may end a name or an alias)
+            current, binding = state, None
+            while True:
+                following, consumed, produced = self._lex_import(current, " ")
+                if following is None:
+                    return None, False, None
+                binding = binding or produced
+                if consumed or following[0] != _IMPORT:
+                    break
+                current = following
+            if following[0] != _IMPORT:
+                return following, True, binding
+            return (*following[:5], "\\", *following[6:]), True, binding
 
         ident = is_identifier_char(char)
         if stage == _I_FREE:
