@@ -40,6 +40,9 @@ CASES = [
     ("import xml.etree.ElementTree as ET\nroot = ET.parse('p').getroot()\nlist(root.iter())\n", None, "", ""),
     ("import collections\ncollections.OrderedDict().iteritems()\n", "collections.OrderedDict().iteritems", "AttributeError", ""),
     ("with open('p') as fh:\n    fh.xreadlines()\n", "fh.xreadlines", "AttributeError", ""),
+    # jedi infers one type for fftconvolve() from one of its three returns (scipy's
+    # dispatch machinery) and nothing for the other two: the result is unknown
+    ("import scipy.signal\nx = scipy.signal.fftconvolve([1.0], [1.0])\nprint(x.dtype, x.shape)\n", None, "", ""),
     ("with open('p') as fh:\n    print(fh.mode, fh.name, fh.read())\n", None, "", ""),  # data open() sets
     ("with open('p', 'rb') as fb:\n    fb.readtext()\n", "fb.readtext", "AttributeError", ""),
     ("with open('p', 'rb') as fb:\n    fb.read1(1)\n", None, "", ""),
@@ -252,3 +255,45 @@ def test_an_edited_project_file_is_read_again(tmp_path):
         assert "close" in index.members(("shop", "Stock", CALL))
     finally:
         index.close()
+
+
+_HELPER = "import http.client\n\n\ndef make():\n    conn = http.client.HTTPConnection('example.invalid')\n    conn.fakedata = b''\n    return conn\n"
+_CONFTEST = "import http.client\n\n\ndef client():\n    made = http.client.HTTPConnection('example.invalid')\n    made.recorded = []\n    return made\n"
+_USER = "import http.client\nfrom helper import make\n\n\ndef use(conn: http.client.HTTPConnection):\n    "
+
+
+def test_names_the_files_a_document_leans_on_assign_are_accepted(tmp_path, explainer, checker):
+    """A helper module beside the document (``from helper import make``) and a pytest
+    conftest.py above it set attributes on the objects they make: those names are not
+    rejected on a typed receiver, in completions and in `check`; a name no file assigns
+    still is.  Reference: running the code."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "conftest.py").write_text(_CONFTEST)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "helper.py").write_text(_HELPER)
+    document = tests / "test_use.py"
+    # the reference: each object, made where it is made, has its name; no object has "nothing"
+    for name, maker, error in (("fakedata", "make()", ""), ("recorded", "conftest.client()", ""), ("nothing", "make()", "AttributeError")):
+        code = f"{_USER}conn.{name}\n\n\nimport conftest\nuse({maker})\n"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tests,
+                              env={"PYTHONPATH": f"{tests}:{tmp_path}", "PATH": ""})
+        assert (error in done.stderr) if error else done.returncode == 0, done.stderr
+    for name, accepted in (("fakedata", True), ("recorded", True), ("nothing", False)):
+        assert explainer.explain(_USER, f"conn.{name}\n", path=str(document))["accepted"] is accepted, name
+        found = [f.name for f in checker.check(_USER + f"conn.{name}\n", path=str(document), local_modules=["helper"]).findings]
+        assert found == ([] if accepted else [f"conn.{name}"]), found
+    # without the file the names are unknown: rejected (the files are what accepts them)
+    assert not explainer.explain(_USER, "conn.fakedata\n")["accepted"]
+    assert [f.name for f in checker.check(_USER + "conn.fakedata\n", local_modules=["helper"]).findings] == ["conn.fakedata"]
+
+
+def test_self_of_a_class_made_inside_a_function_may_get_names_later(explainer):
+    """A class defined in a function (``def fakehttp(): class FakeHTTPConnection(
+    http.client.HTTPConnection)``, the standard library's tests) is read like one at
+    module level: at its end its ``self`` may read an attribute assigned after it; a
+    misspelled call of a name it has is still rejected."""
+    prefix = "import http.client\n\n\ndef fakehttp(data):\n    class Fake(http.client.HTTPConnection):\n        def connect(self):\n            "
+    assert explainer.explain(prefix, "print(self.fakedata)\n")["accepted"]
+    assert not explainer.explain(prefix, "self.conect()\n")["accepted"]
+    assert explainer.explain(prefix, "self.connect()\n")["accepted"]

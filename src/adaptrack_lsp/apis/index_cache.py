@@ -220,13 +220,15 @@ _WORKER_DIGEST: list[str] = []
 
 
 def worker_digest() -> str:
-    """A short hash of the introspection worker's source: what it answers (which names
-    count, how types are found) is part of every cached answer, so a changed worker
-    never reads answers an older one wrote."""
+    """A short hash of the sources that compute cached answers, the introspection worker
+    and the jedi index: what they answer (which names count, how types are found, what
+    a call returns) is part of every cached answer, so a changed one never reads
+    answers an older one wrote."""
     if not _WORKER_DIGEST:
         import hashlib
 
-        source = (Path(__file__).parent / "introspect_worker.py").read_bytes()
+        folder = Path(__file__).parent
+        source = b"\0".join((folder / name).read_bytes() for name in ("introspect_worker.py", "jedi_index.py"))
         _WORKER_DIGEST.append(hashlib.sha256(source).hexdigest()[:10])
     return _WORKER_DIGEST[0]
 

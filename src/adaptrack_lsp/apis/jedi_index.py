@@ -1079,6 +1079,10 @@ class JediIndex(APIIndex):
         if len(types_found) != 1:
             log.debug("the result of %s() has %d inferred types", expression, len(types_found))
             return None
+        annotated = any(_returned(signature) for signature in signatures)  # a stub's or the source's
+        if not annotated and not _every_return_inferred(script, 4, len(expression)):
+            log.debug("a return statement of %s() has no inferred type", expression)
+            return None
         return next(iter(types_found))
 
     def _jedi_members(self, path: tuple[str, ...]) -> tuple[dict[str, Member], bool]:
@@ -1152,6 +1156,31 @@ class JediIndex(APIIndex):
                     return kind, True
             return kind, False
         return kind, False
+
+
+def _every_return_inferred(script, line: int, column: int) -> bool:
+    """Whether every ``return`` of the function named at (`line`, `column`), read from
+    its source, has a type jedi infers: jedi's result of a call is the union of what it
+    infers for each, and a return it can infer nothing for (``return in1 * in2`` on
+    arguments of unknown type, scipy's ``fftconvolve``) is an unknown member of that
+    union, so the one type inferred is not the type of every result.  Generators and
+    classes are not read (True); the caller skips functions whose stub or source
+    annotates the return."""
+    try:
+        for name in script.infer(line, column):
+            for value in name._name.infer():  # noqa: SLF001 - jedi's values: the function's source
+                node = getattr(value, "tree_node", None)
+                if node is None or node.type not in ("funcdef", "lambdef") or getattr(value, "is_stub", lambda: False)():
+                    continue
+                if node.type == "funcdef" and (getattr(node, "annotation", None) is not None or node.is_generator()):
+                    continue
+                context = value.as_context()
+                for statement in node.iter_return_stmts():
+                    if len(statement.children) < 2 or not context.infer_node(statement.children[1]):
+                        return False
+    except Exception:  # noqa: BLE001 - jedi's internals changed or failed: keep what it inferred
+        log.debug("could not read the return statements at %d:%d", line, column, exc_info=True)
+    return True
 
 
 def _returned(signature) -> str:

@@ -39,7 +39,7 @@ from adaptrack_lsp.apis.index import CALL
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AssignedNames", "assigned_attribute_names", "receiver_bindings", "self_paths"]
+__all__ = ["AssignedNames", "assigned_attribute_names", "attribute_names", "receiver_bindings", "self_paths"]
 
 #: a binding that names no typed value (makes its name unknown in its scope)
 _UNTYPED = None
@@ -841,21 +841,65 @@ def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: D
         _collect(tree.root_node, module)
         resolver = _Resolver([module], roots, document_facts(tree, source))
         found = set()
-        for values in module.bindings.values():
-            for value in values:
-                if value is not _UNTYPED and value[0] == _CLASS:
-                    stack = [value[1]]
-                    while stack:
-                        node = stack.pop()
-                        base = resolver.class_base(node, 0)
-                        if base is not None:
-                            found.update({base, (*base, CALL)})
-                        body = node.child_by_field_name("body")
-                        stack.extend(c for c in (body.children if body is not None else ()) if c.type == "class_definition")
+        # every class of the document, at any depth (a class made inside a function too)
+        for node in _class_nodes(tree):
+            base = resolver.class_base(node, 0)
+            if base is not None:
+                found.update({base, (*base, CALL)})
         return frozenset(found)
     except Exception:  # noqa: BLE001 - an unreadable document types no self
         log.debug("could not type the document's self", exc_info=True)
         return frozenset()
+
+
+_CLASS_QUERY = None
+
+
+def _class_nodes(tree) -> list:
+    """Every class definition of the tree."""
+    global _CLASS_QUERY
+    from tree_sitter import Query, QueryCursor
+
+    if _CLASS_QUERY is None:
+        _CLASS_QUERY = Query(_parser().language, "(class_definition) @class")
+    return QueryCursor(_CLASS_QUERY).captures(tree.root_node).get("class", [])
+
+
+def attribute_names(tree) -> frozenset[str]:
+    """The attribute names a parsed document assigns on objects and its classes define
+    (`assigned_attribute_names`, uncached: other files read with it)."""
+    global _ASSIGNED_QUERY
+    from tree_sitter import Query, QueryCursor
+
+    if _ASSIGNED_QUERY is None:
+        _ASSIGNED_QUERY = Query(
+            _parser().language,
+            """
+            (assignment left: (attribute attribute: (identifier) @name))
+            (augmented_assignment left: (attribute attribute: (identifier) @name))
+            (pattern_list (attribute attribute: (identifier) @name))
+            (tuple_pattern (attribute attribute: (identifier) @name))
+            (call function: (identifier) @function arguments: (argument_list . (_) . (string) @key))
+            (class_definition body: (block (function_definition name: (identifier) @name)))
+            (class_definition body: (block (decorated_definition definition: (_ name: (identifier) @name))))
+            (class_definition body: (block (class_definition name: (identifier) @name)))
+            (class_definition body: (block (expression_statement (assignment left: (identifier) @name))))
+            (class_definition body: (block (expression_statement (assignment left: (pattern_list (identifier) @name)))))
+            (class_definition body: (block (_ (block (expression_statement (assignment left: (identifier) @name))))))
+            (class_definition body: (block (_ (block (function_definition name: (identifier) @name)))))
+            (class_definition body: (block (_ (block (decorated_definition definition: (_ name: (identifier) @name))))))
+            (class_definition body: (block (_ (_ (block (expression_statement (assignment left: (identifier) @name)))))))
+            (class_definition body: (block (_ (_ (block (function_definition name: (identifier) @name))))))
+            """,
+        )
+    captures = QueryCursor(_ASSIGNED_QUERY).captures(tree.root_node)
+    names = {_text(node) for node in captures.get("name", [])}
+    # (the patterns on class bodies) what the document's classes define: `self` of a
+    # method is typed by the class's library base, and an instance of a subclass may
+    # stand where the base is named
+    if any(_text(node) == "setattr" for node in captures.get("function", [])):
+        names.update(_text(node).strip("'\"rbuRBU") for node in captures.get("key", []))
+    return frozenset(name for name in names if name.isidentifier())
 
 
 def assigned_attribute_names(
@@ -868,48 +912,16 @@ def assigned_attribute_names(
     rejected on a typed receiver.  `analysis`: the document's, when the caller has it.
     With `roots` (completions): an `AssignedNames` that also holds the paths of ``self``
     and ``cls``."""
-    global _ASSIGNED_QUERY
     if not document:
         return frozenset()
     cached = _ASSIGNED_CACHE.get(document)
     if cached is not None:
         return AssignedNames(cached, self_paths(document, roots, analysis)) if roots is not None else cached
-    names: set[str] = set()
     try:
-        from tree_sitter import Query, QueryCursor
-
-        if _ASSIGNED_QUERY is None:
-            _ASSIGNED_QUERY = Query(
-                _parser().language,
-                """
-                (assignment left: (attribute attribute: (identifier) @name))
-                (augmented_assignment left: (attribute attribute: (identifier) @name))
-                (pattern_list (attribute attribute: (identifier) @name))
-                (tuple_pattern (attribute attribute: (identifier) @name))
-                (call function: (identifier) @function arguments: (argument_list . (_) . (string) @key))
-                (class_definition body: (block (function_definition name: (identifier) @name)))
-                (class_definition body: (block (decorated_definition definition: (_ name: (identifier) @name))))
-                (class_definition body: (block (class_definition name: (identifier) @name)))
-                (class_definition body: (block (expression_statement (assignment left: (identifier) @name))))
-                (class_definition body: (block (expression_statement (assignment left: (pattern_list (identifier) @name)))))
-                (class_definition body: (block (_ (block (expression_statement (assignment left: (identifier) @name))))))
-                (class_definition body: (block (_ (block (function_definition name: (identifier) @name)))))
-                (class_definition body: (block (_ (block (decorated_definition definition: (_ name: (identifier) @name))))))
-                (class_definition body: (block (_ (_ (block (expression_statement (assignment left: (identifier) @name)))))))
-                (class_definition body: (block (_ (_ (block (function_definition name: (identifier) @name))))))
-                """,
-            )
-        tree = _analysis(document, analysis).tree
-        captures = QueryCursor(_ASSIGNED_QUERY).captures(tree.root_node)
-        names.update(_text(node) for node in captures.get("name", []))
-        # (the patterns on class bodies) what the document's classes define: `self` of a
-        # method is typed by the class's library base, and an instance of a subclass may
-        # stand where the base is named
-        if any(_text(node) == "setattr" for node in captures.get("function", [])):
-            names.update(_text(node).strip("'\"rbuRBU") for node in captures.get("key", []))
+        found = attribute_names(_analysis(document, analysis).tree)
     except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
         log.debug("could not read the document's attribute assignments", exc_info=True)
-    found = frozenset(name for name in names if name.isidentifier())
+        found = frozenset()
     _ASSIGNED_CACHE.clear()
     _ASSIGNED_CACHE[document] = found
     if roots is not None:  # for completions: with the paths of `self` / `cls`

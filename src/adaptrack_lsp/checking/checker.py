@@ -150,15 +150,19 @@ class Checker:
         *,
         local_modules: Iterable[str] = (),
         analysis=None,
+        path: str | None = None,
         cancelled: Callable[[], bool] | None = None,
         pause: Callable[[], None] | None = None,
     ) -> CheckResult:
         """The findings of document `text`; `local_modules`: more module names the
-        document's own folder offers; `analysis`: the document's (`apis.document`; else
+        document's own folder offers; `path`: its file (the attribute names the modules
+        it imports from its folder and its conftest.py files assign are never rejected,
+        `apis.project_attributes`); `analysis`: the document's (`apis.document`; else
         the one kept for the text: an open document's, edited incrementally); `cancelled`: polled as the walk goes and between walks (a newer
         edit): `CheckCancelled` is raised; `pause`: called at the same points, it may
         block (the editor holds a check back while a completion is computed)."""
         from adaptrack_lsp.apis.document import analysis_of
+        from adaptrack_lsp.apis.project_attributes import assigned_beside
         from adaptrack_lsp.apis.ready_index import ReadyOnlyIndex
 
         def checkpoint() -> None:
@@ -170,6 +174,7 @@ class Checker:
         if analysis is None or analysis.text != text:
             analysis = analysis_of(text)
         local = self.local_modules | frozenset(local_modules)
+        assigned_elsewhere = assigned_beside(path, analysis)
         # answers given up on in an earlier check may have come since
         self.given_up = {path for path in self.given_up if not self._ready(path)}
         rounds = 0
@@ -177,7 +182,7 @@ class Checker:
             rounds += 1
             checkpoint()
             view = ReadyOnlyIndex(self.index, unknown=self.given_up, wait_optional=True)
-            walk = _Walk(view, analysis, local, checkpoint if (pause or cancelled) else None)
+            walk = _Walk(view, analysis, local, checkpoint if (pause or cancelled) else None, assigned_elsewhere)
             result = walk.run()
             result.rounds = rounds
             pending = [p for p in view.pending if p not in self.given_up]
@@ -220,7 +225,8 @@ class _Walk:
     #: nodes visited between two calls of the checkpoint
     CHECKPOINT_EVERY = 64
 
-    def __init__(self, index, analysis, local_modules: frozenset[str], checkpoint: Callable[[], None] | None = None):
+    def __init__(self, index, analysis, local_modules: frozenset[str], checkpoint: Callable[[], None] | None = None,
+                 assigned_elsewhere: frozenset[str] = frozenset()):
         from adaptrack_lsp.apis.receivers import DocumentScopes, assigned_attribute_names
 
         self.index = index
@@ -234,7 +240,7 @@ class _Walk:
         # (a fallback for what may not be installed), may not be the module
         ambiguous = analysis.ambiguous | self.guarded_only(tree)
         self.roots = {alias: path for alias, path in roots.items() if alias not in ambiguous and not self.scopes.bound_otherwise(alias)}
-        self.assigned = assigned_attribute_names(document, analysis=analysis)
+        self.assigned = assigned_attribute_names(document, analysis=analysis) | assigned_elsewhere
         edges: dict[tuple[str, ...], set[str]] = {}
         for module in analysis.modules:
             for depth in range(1, len(module)):

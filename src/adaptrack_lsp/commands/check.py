@@ -192,7 +192,7 @@ def run(args) -> int:
                 report.note(path, f"skipped: {skipped}")
                 continue
             files += 1
-            result = checker.check(text, local_modules=project.for_file(path))
+            result = checker.check(text, local_modules=project.for_file(path), path=path)
             for line, column, what in result.unparsed:
                 progress.line(f"{path}:{line}:{column}: {what}")
                 report.note(path, f"{line}:{column}: {what}")

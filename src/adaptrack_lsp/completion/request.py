@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
 from adaptrack_lsp.apis.imports import document_roots
 from adaptrack_lsp.apis.index import CALL, members_key
+from adaptrack_lsp.apis.project_attributes import assigned_beside
 from adaptrack_lsp.apis.receivers import AssignedNames, assigned_attribute_names, receiver_bindings
 from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, gather_context
 from adaptrack_lsp.config import Settings
@@ -138,7 +139,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=_assigned_names(text, offset, analysis, roots) if receivers else frozenset(),
+            assigned_attributes=_assigned_names(text, offset, analysis, roots, document) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
@@ -175,29 +176,39 @@ class CompletionRequest:
         return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
 
 
-def _assigned_names(text: str, offset: int, analysis: DocumentAnalysis, roots) -> frozenset[str]:
-    """`assigned_attribute_names` for a cursor: with whether its class may still grow
-    (`AssignedNames.class_open`)."""
+def _assigned_names(text: str, offset: int, analysis: DocumentAnalysis, roots, document: str) -> frozenset[str]:
+    """`assigned_attribute_names` for a cursor, with the names the files the document
+    leans on assign (`project_attributes.assigned_beside`) and whether its class may
+    still grow (`AssignedNames.class_open`)."""
     names = assigned_attribute_names(text, analysis=analysis, roots=roots)
-    if isinstance(names, AssignedNames) and names.open_paths:
-        names = AssignedNames(names, names.open_paths, class_open=analysis.class_runs_to_end(offset))
+    beside = assigned_beside(document_file(document), analysis)
+    open_paths = names.open_paths if isinstance(names, AssignedNames) else ()
+    if beside or open_paths:
+        names = AssignedNames(names | beside, open_paths, class_open=bool(open_paths) and analysis.class_runs_to_end(offset))
     return names
+
+
+def document_file(document: str):
+    """The file of a document given as a ``file:`` URI or a path (a `Path`); None for
+    anything else."""
+    if not document:
+        return None
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    if document.startswith("file:"):
+        return Path(unquote(urlparse(document).path))
+    if "://" in document or document.startswith(("untitled:", "inmemory:")):
+        return None
+    return Path(document)
 
 
 def modules_beside(document: str) -> frozenset[str]:
     """The module names a file's folder offers (``helper.py``, ``pkg/``), for a document
     given as a ``file:`` URI or a path; empty for anything else.  Only names are read."""
-    if not document:
+    path = document_file(document)
+    if path is None:
         return frozenset()
-    from pathlib import Path
-    from urllib.parse import unquote, urlparse
-
-    if document.startswith("file:"):
-        path = Path(unquote(urlparse(document).path))
-    elif "://" in document or document.startswith(("untitled:", "inmemory:")):
-        return frozenset()
-    else:
-        path = Path(document)
     try:
         entries = list(path.parent.iterdir()) if path.parent.is_dir() else []
     except OSError:
