@@ -375,3 +375,36 @@ def test_too_many_readings_give_up_on_the_rest_of_the_completion(monkeypatch):
     state = syntax.check(syntax.prepare(""), "match (x) ")  # a call and a match statement
     assert syntax.is_free(state) and syntax.is_complete(state)
     assert syntax.check(state, "))) anything") is state
+
+
+def test_masks_kept_across_requests_equal_brute_force(monkeypatch):
+    """Requests share one parser per table (`shared_parser`): its stacks, walks and masks
+    carry over, so a later request (another prefix, the same states) reuses them; every
+    mask still equals brute force, for requests in any order, and once the parser is
+    past its size a fresh one serves new requests while one under way keeps its own."""
+    from adaptrack_lsp.constrainers import python_syntax
+    from adaptrack_lsp.constrainers.api import ConstraintContext
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    _, vocab = _tiny_vocab()
+    prefixes = ["import numpy as np\n\nx = np.", "import numpy as np\n\nx = np.ze", "def f(a):\n    return g(a, ", "import numpy as np\n\nx = np."]
+    requests = []
+    for prefix in prefixes:
+        syntax = PythonSyntax()
+        requests.append((syntax, syntax.prepare(prefix), TokenIndex(syntax, vocab, context=ConstraintContext(prefix, prefix))))
+    assert len({id(syntax.parser) for syntax, _, _ in requests}) == 1
+    for syntax, start, index in requests + requests[::-1]:
+        for text in ("", "mod", "long", "x_1", "el"):
+            state = syntax.check(start, text)
+            if state is None:
+                continue
+            mask, brute = index.compute_mask(state), index.brute_force_mask(state)
+            assert not (mask != brute).any(), (text, [vocab.texts[i] for i in (mask != brute).nonzero()[0][:5]])
+    first = requests[0][0]
+    monkeypatch.setattr(python_syntax, "MAX_SHARED_NODES", first.parser.size - 1)
+    fresh = PythonSyntax()
+    assert fresh.parser is not first.parser
+    for syntax, prefix in ((first, prefixes[0]), (fresh, prefixes[0])):
+        state = syntax.prepare(prefix)
+        index = TokenIndex(syntax, vocab, context=ConstraintContext(prefix, prefix))
+        assert not (index.compute_mask(state) != index.brute_force_mask(state)).any()

@@ -729,9 +729,12 @@ _BY_TEXT: OrderedDict[str, DocumentAnalysis] = OrderedDict()
 _BY_TEXT_LOCK = threading.Lock()
 
 
-def analysis_of(text: str) -> DocumentAnalysis:
-    """The analysis of `text`: one kept by text, else reached from the last one kept by
-    one edit (`with_text`; typing in one document costs an incremental parse)."""
+def analysis_of(text: str, given: DocumentAnalysis | None = None) -> DocumentAnalysis:
+    """The analysis of `text`: `given` when it is of `text` (a caller's, carried), else
+    one kept by text, else reached from the last one kept by one edit (`with_text`;
+    typing in one document costs an incremental parse)."""
+    if given is not None and given.text == text:
+        return given
     with _BY_TEXT_LOCK:
         found = _BY_TEXT.get(text)
         if found is not None:

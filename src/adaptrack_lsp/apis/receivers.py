@@ -752,11 +752,6 @@ class _Resolver:
         return None
 
 
-def _analysis(document: str, analysis: DocumentAnalysis | None) -> DocumentAnalysis:
-    """`analysis` when it is `document`'s, else the one kept for its text."""
-    return analysis if analysis is not None and analysis.text == document else analysis_of(document)
-
-
 def receiver_bindings(
     document: str, offset: int, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None = None
 ) -> dict[str, tuple[str, ...]]:
@@ -772,7 +767,7 @@ def receiver_bindings(
         cached = _CACHE.get(remembered)
         if cached is not None:
             return dict(cached)
-        analysis = _analysis(document, analysis)
+        analysis = analysis_of(document, analysis)
         source, tree = analysis.data, analysis.tree
         scopes = _scopes(tree, source, byte_offset)
         resolver = _Resolver(scopes, roots, document_facts(tree, source))
@@ -835,7 +830,7 @@ def self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: Do
 
 def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None) -> frozenset[tuple[str, ...]]:
     try:
-        analysis = _analysis(document, analysis)
+        analysis = analysis_of(document, analysis)
         source, tree = analysis.data, analysis.tree
         module = _Scope(tree.root_node, "module")
         _collect(tree.root_node, module)
@@ -918,7 +913,7 @@ def assigned_attribute_names(
     if cached is not None:
         return AssignedNames(cached, self_paths(document, roots, analysis)) if roots is not None else cached
     try:
-        found = attribute_names(_analysis(document, analysis).tree)
+        found = attribute_names(analysis_of(document, analysis).tree)
     except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
         log.debug("could not read the document's attribute assignments", exc_info=True)
         found = frozenset()

@@ -171,8 +171,7 @@ class Checker:
             if cancelled is not None and cancelled():
                 raise CheckCancelled
 
-        if analysis is None or analysis.text != text:
-            analysis = analysis_of(text)
+        analysis = analysis_of(text, analysis)
         local = self.local_modules | frozenset(local_modules)
         assigned_elsewhere = assigned_beside(path, analysis)
         # answers given up on in an earlier check may have come since

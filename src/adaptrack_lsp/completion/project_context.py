@@ -603,7 +603,7 @@ def gather_context(
     seen: set[str] = set()
     if current is not None:
         try:
-            document_analysis = analysis if analysis is not None and analysis.text == text else analysis_of(text)
+            document_analysis = analysis_of(text, analysis)
             resolved = resolve_imports(current, document_imports(document_analysis), root, reader)
         except Exception:  # a document or module the parser cannot read contributes nothing
             logger.debug("context: could not resolve the imports of %s", document, exc_info=True)

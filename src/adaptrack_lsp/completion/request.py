@@ -115,8 +115,7 @@ class CompletionRequest:
         text = sanitize_text(text)
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
-        if analysis is None or analysis.text != text:
-            analysis = analysis_of(text)
+        analysis = analysis_of(text, analysis)
         roots = document_roots(analysis)
         line_prefix = text[line_start:offset]
         receivers = receiver_bindings(text, offset, roots, analysis=analysis)

@@ -105,8 +105,7 @@ class ConstraintContext:
         request's when it is of that text, else the one kept for the text."""
         from adaptrack_lsp.apis.document import analysis_of
 
-        analysis = self.analysis
-        return analysis if analysis is not None and analysis.text == text else analysis_of(text)
+        return analysis_of(text, self.analysis)
 
 
 def _inner(state):

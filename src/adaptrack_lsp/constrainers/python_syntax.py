@@ -48,6 +48,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +157,28 @@ def load_table() -> SyntaxTable:
         if _table is None:
             _table = _load_or_build()
     return _table
+
+
+#: stack nodes a shared parser interns before a fresh one replaces it (its memos and
+#: masks go with it)
+MAX_SHARED_NODES = 300_000
+#: masks a shared parser keeps per vocabulary (each a bool per token); full: cleared
+MAX_SHARED_MASKS = 256
+_NO_MASK = object()
+_shared_parsers: dict[int, _Parser] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_parser(table: SyntaxTable) -> _Parser:
+    """The parser every `PythonSyntax` of `table` uses: its interned stacks, reduction
+    memos and masks carry over from one request to the next (typing meets the same
+    states again).  Past `MAX_SHARED_NODES` interned stacks a fresh parser replaces it;
+    requests under way keep the one they hold."""
+    with _shared_lock:
+        parser = _shared_parsers.get(id(table))
+        if parser is None or parser.table is not table or parser.size > MAX_SHARED_NODES:
+            parser = _shared_parsers[id(table)] = _Parser(table)
+        return parser
 
 
 def _load_or_build() -> SyntaxTable:
@@ -267,6 +290,20 @@ class _Parser:
         self.root = self.push(None, table.start)
         self.start = frozenset((self.root,))
         self._end_term = table.terminals["$END"]
+        #: vocabulary -> (masks by `_mask_key`, mask walks, path verdicts): answers that
+        #: depend only on this parser's stacks, kept while the parser is shared
+        self._mask_stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @property
+    def size(self) -> int:
+        """Stack nodes interned so far."""
+        return len(self._nodes)
+
+    def mask_store(self, vocab) -> tuple[dict, dict, dict]:
+        store = self._mask_stores.get(vocab)
+        if store is None:
+            store = self._mask_stores[vocab] = ({}, {}, {})
+        return store
 
     def push(self, parent: _Stack | None, state: int) -> _Stack:
         key = (state, id(parent))
@@ -468,7 +505,7 @@ class PythonSyntax(Constrainer):
     def __init__(self, suffix: str = "", table: SyntaxTable | None = None):
         """`suffix`: the document after the cursor (decides where a completion may end)."""
         self.table = table or load_table()
-        self.parser = _Parser(self.table)
+        self.parser = shared_parser(self.table)
         self.terms = _Terms.of(self.table)
         self.suffix = suffix
         self.at_document_end = bool(_DOCUMENT_END.match(suffix))
@@ -476,11 +513,8 @@ class PythonSyntax(Constrainer):
         self.line_suffix = suffix if newline < 0 else suffix[:newline]
         self.empty = (self.parser.start, _LINE, "", "", ((0, 0),), False)
         self._prepared: tuple[str, State] | None = None
-        #: masks by state, a pending name that cannot become a keyword or a string prefix
-        #: standing for all of them (`_mask_key`), for the vocabulary `_masks_for`
-        self._masks: dict = {}
-        self._masks_for = None
-        #: what mask walks found, kept for the request (`python_syntax_mask._Walker`)
+        #: what mask walks found (`python_syntax_mask._Walker`), the parser's store for the
+        #: vocabulary of the last mask (`_Parser.mask_store`)
         self.mask_walks: tuple[dict, dict] = ({}, {})
         #: how long the last `prepare` took (seconds) and how many characters it parsed
         self.setup_seconds = 0.0
@@ -529,19 +563,23 @@ class PythonSyntax(Constrainer):
         """The mask from per-vocabulary token tables (`python_syntax_mask`), computed once
         per mask key: the states after ``np.mod`` and ``np.long`` (a pending name no
         continuation turns into a keyword or a string prefix) share one mask, so a search
-        over the siblings of a wide node computes it once."""
+        over the siblings of a wide node computes it once.  A mask depends on the state
+        alone, so it is kept on the shared parser (`shared_parser`) for the requests
+        that follow: the next keystroke meets the same states."""
         from adaptrack_lsp.constrainers.python_syntax_mask import token_mask
 
-        if index.vocab is not self._masks_for:
-            self._masks, self._masks_for = {}, index.vocab
-            self.mask_walks = ({}, {})
+        masks, walks, possible = self.parser.mask_store(index.vocab)
         key = _mask_key(state)
-        if key in self._masks:
-            return self._masks[key]
+        found = masks.get(key, _NO_MASK)
+        if found is not _NO_MASK:
+            return found
+        self.mask_walks = (walks, possible)
         mask = token_mask(self, state, index)
         if mask is not None:
             mask.setflags(write=False)  # shared by every state of the key
-        self._masks[key] = mask
+        if len(masks) >= MAX_SHARED_MASKS:
+            masks.clear()
+        masks[key] = mask
         return mask
 
     def is_complete(self, state: State) -> bool:

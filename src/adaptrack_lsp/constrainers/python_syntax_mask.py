@@ -245,13 +245,15 @@ def token_mask(syntax, state, index) -> np.ndarray | None:
     return mask
 
 
-#: most walks kept per `PythonSyntax` (each a bool[vocab.size])
+#: most walks kept by a shared parser per vocabulary (each a bool[vocab.size]); full: cleared
 MAX_KEPT_WALKS = 256
+#: most (stacks, paths) verdicts kept the same way
+MAX_KEPT_VERDICTS = 200_000
 
 
 class _Walker:
-    """Walks a token trie with the parser.  The answers are kept on the `PythonSyntax`
-    (one request): a walk depends only on the trie, the stacks and the open brackets,
+    """Walks a token trie with the parser.  The answers are kept with the shared parser
+    (`python_syntax.shared_parser`): a walk depends only on the trie, the stacks and the open brackets,
     which many states share (the siblings ``np.mod``, ``np.i``, ``np.ex`` all continue
     or end a name on the same stacks)."""
 
@@ -264,6 +266,8 @@ class _Walker:
         key = (stacks, paths)
         known = self._possible.get(key)
         if known is None:
+            if len(self._possible) >= MAX_KEPT_VERDICTS:
+                self._possible.clear()
             path_possible = self.syntax.path_possible
             known = self._possible[key] = not paths or any(path_possible(stacks, path) for path in paths)
         return known
@@ -276,8 +280,9 @@ class _Walker:
         if found is None:
             found = np.zeros(mask.size, dtype=bool)
             self._walk(trie, stacks, brackets, found)
-            if len(self._walks) < MAX_KEPT_WALKS:
-                self._walks[key] = found
+            if len(self._walks) >= MAX_KEPT_WALKS:
+                self._walks.clear()
+            self._walks[key] = found
         mask |= found
 
     def _walk(self, trie: _Trie, stacks, brackets: str, mask: np.ndarray) -> None:
