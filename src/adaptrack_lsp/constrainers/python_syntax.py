@@ -162,8 +162,8 @@ def load_table() -> SyntaxTable:
 #: stack nodes a shared parser interns before a fresh one replaces it (its memos and
 #: masks go with it)
 MAX_SHARED_NODES = 300_000
-#: masks a shared parser keeps per vocabulary (each a bool per token); full: cleared
-MAX_SHARED_MASKS = 256
+#: masks a shared parser keeps per vocabulary (packed: a bit per token); full: cleared
+MAX_SHARED_MASKS = 512
 _NO_MASK = object()
 _shared_parsers: dict[int, _Parser] = {}
 _shared_lock = threading.Lock()
@@ -513,8 +513,13 @@ class PythonSyntax(Constrainer):
         self.line_suffix = suffix if newline < 0 else suffix[:newline]
         self.empty = (self.parser.start, _LINE, "", "", ((0, 0),), False)
         self._prepared: tuple[str, State] | None = None
-        #: what mask walks found (`python_syntax_mask._Walker`), the parser's store for the
-        #: vocabulary of the last mask (`_Parser.mask_store`)
+        #: this request's masks by `_mask_key` (a pending name that cannot become a keyword
+        #: or a string prefix standing for all of them), for the vocabulary `_masks_for`;
+        #: the shared parser keeps them packed for later requests (`_Parser.mask_store`)
+        self._masks: dict = {}
+        self._masks_for = None
+        #: what mask walks found (`python_syntax_mask._Walker`): the parser's store for
+        #: the vocabulary of the last mask
         self.mask_walks: tuple[dict, dict] = ({}, {})
         #: how long the last `prepare` took (seconds) and how many characters it parsed
         self.setup_seconds = 0.0
@@ -566,20 +571,27 @@ class PythonSyntax(Constrainer):
         over the siblings of a wide node computes it once.  A mask depends on the state
         alone, so it is kept on the shared parser (`shared_parser`) for the requests
         that follow: the next keystroke meets the same states."""
-        from adaptrack_lsp.constrainers.python_syntax_mask import token_mask
+        from adaptrack_lsp.constrainers.python_syntax_mask import pack_mask, token_mask, unpack_mask
 
-        masks, walks, possible = self.parser.mask_store(index.vocab)
+        if index.vocab is not self._masks_for:
+            self._masks, self._masks_for = {}, index.vocab
         key = _mask_key(state)
-        found = masks.get(key, _NO_MASK)
+        found = self._masks.get(key, _NO_MASK)
         if found is not _NO_MASK:
             return found
-        self.mask_walks = (walks, possible)
-        mask = token_mask(self, state, index)
+        shared, walks, possible = self.parser.mask_store(index.vocab)
+        packed = shared.get(key, _NO_MASK)
+        if packed is not _NO_MASK:
+            mask = None if packed is None else unpack_mask(packed, index.vocab.size)
+        else:
+            self.mask_walks = (walks, possible)
+            mask = token_mask(self, state, index)
+            if len(shared) >= MAX_SHARED_MASKS:
+                shared.clear()
+            shared[key] = None if mask is None else pack_mask(mask)
         if mask is not None:
             mask.setflags(write=False)  # shared by every state of the key
-        if len(masks) >= MAX_SHARED_MASKS:
-            masks.clear()
-        masks[key] = mask
+        self._masks[key] = mask
         return mask
 
     def is_complete(self, state: State) -> bool:
