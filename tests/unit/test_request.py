@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_service import make_service
 
-from adaptrack_lsp.apis import imports
 from adaptrack_lsp.apis.static_index import StaticIndex
 from adaptrack_lsp.completion.context import PromptPlan
 from adaptrack_lsp.completion.request import CANCELLED, INDEX_PENDING, SUPERSEDED, CompletionRequest, RequestControl
@@ -34,25 +33,31 @@ def test_the_request_holds_the_typed_word_the_imports_and_a_stable_seed():
 
 def test_one_request_reads_the_imports_once_and_asks_for_the_index_once(monkeypatch):
     """Before: the imports were parsed three times per request (the cursor's needed
-    paths, the monitor, the validity detail) and the index was looked up twice."""
+    paths, the monitor, the validity detail) and the index was looked up twice.  Now the
+    document's analysis reads them once and every part asks it."""
+    from functools import cached_property
+
+    from adaptrack_lsp.apis.document import DocumentAnalysis
+
     service = make_service(num_samples=4)
     parsed = []
-    real_learn_roots = imports.learn_roots
+    real_bindings = DocumentAnalysis.bindings.func
 
-    def counting(text):
-        parsed.append(text)
-        return real_learn_roots(text)
+    def counting(analysis):
+        parsed.append(analysis.text)
+        return real_bindings(analysis)
 
-    monkeypatch.setattr(imports, "learn_roots", counting)
-    monkeypatch.setattr("adaptrack_lsp.constrainers.api.learn_roots", counting)
+    counted = cached_property(counting)
+    counted.__set_name__(DocumentAnalysis, "bindings")
+    monkeypatch.setattr(DocumentAnalysis, "bindings", counted)
     lookups = []
     real_api_index = service.constraints.api_index
     monkeypatch.setattr(service.constraints, "api_index", lambda s: lookups.append(s) or real_api_index(s))
     try:
-        text = "import numpy as np\nx = np."
+        text = "import numpy as np\nx = np.zeros()\nx = np."  # a text no earlier test analysed
         result = service.complete(text, len(text), mode="list")
         assert result.candidates and result.request.import_roots == {"np": ("numpy",)}
-        assert len(parsed) == 1 and len(lookups) == 1
+        assert parsed == [text] and len(lookups) == 1
     finally:
         service.close()
 

@@ -1,8 +1,8 @@
 """Typed receivers: the names a document binds to values whose type an API index can
 name, as seen from the cursor.
 
-`receiver_bindings(document, offset, roots)` reads the document with tree-sitter-python
-and returns name -> expression path ending in `CALL` ("the value this call returns";
+`receivers_at(analysis, offset, roots)` reads the document's tree (`apis.document`;
+`receiver_bindings(text, ...)` for a caller with only the text) and returns name -> expression path ending in `CALL` ("the value this call returns";
 `apis.index`), for the names visible at the cursor whose every binding in their scope
 gives the same such path:
 
@@ -39,7 +39,7 @@ from adaptrack_lsp.apis.index import CALL
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AssignedNames", "assigned_attribute_names", "attribute_names", "receiver_bindings", "self_paths"]
+__all__ = ["AssignedNames", "assigned_attribute_names", "assigned_names", "attribute_names", "receiver_bindings", "receivers_at", "self_paths"]
 
 #: a binding that names no typed value (makes its name unknown in its scope)
 _UNTYPED = None
@@ -61,8 +61,6 @@ _PLAIN_CLASS_DECORATORS = frozenset({"dataclass", "dataclasses.dataclass", "tota
 #: computed name, its ``__dict__`` written, ``__getattr__``
 _DYNAMIC_CLASS = re.compile(r"setattr\(\s*(?:self|cls)\s*,\s*[^'\"\s]|__dict__|\bvars\(\s*(?:self|cls)\s*\)|def\s+__getattr(?:ibute)?__")
 _MAX_DEPTH = 8
-_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
-_CACHE_SIZE = 8
 
 
 def _text(node) -> str:
@@ -755,19 +753,26 @@ class _Resolver:
 def receiver_bindings(
     document: str, offset: int, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None = None
 ) -> dict[str, tuple[str, ...]]:
-    """Name -> typed path (ending in `CALL`) for the names visible at `offset` whose type
-    the document states (see the module docstring); never raises (a document that
-    cannot be read binds none).  `analysis`: the document's (`apis.document`; else the
-    one kept for its text)."""
+    """`receivers_at` for a text (`analysis`: its analysis, when the caller has it; else
+    the one kept for the text)."""
     if not document:
         return {}
+    return receivers_at(analysis_of(document, analysis), offset, roots)
+
+
+def receivers_at(analysis: DocumentAnalysis, offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Name -> typed path (ending in `CALL`) for the names visible at character `offset`
+    whose type the document states (see the module docstring); never raises (a document
+    that cannot be read binds none).  Kept with the analysis."""
+    if not analysis.text:
+        return {}
+    byte_offset = analysis.byte_offset(offset)
+    found = analysis.reading(("receivers", byte_offset, tuple(sorted(roots.items()))), lambda: _receivers(analysis, byte_offset, roots))
+    return dict(found)
+
+
+def _receivers(analysis: DocumentAnalysis, byte_offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     try:
-        byte_offset = len(document[:offset].encode("utf-8", "surrogatepass"))
-        remembered = (document, byte_offset, tuple(sorted(roots.items())))
-        cached = _CACHE.get(remembered)
-        if cached is not None:
-            return dict(cached)
-        analysis = analysis_of(document, analysis)
         source, tree = analysis.data, analysis.tree
         scopes = _scopes(tree, source, byte_offset)
         resolver = _Resolver(scopes, roots, document_facts(tree, source))
@@ -779,16 +784,12 @@ def receiver_bindings(
             path = resolver.name(name)
             if path is not None:
                 found[name] = path
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[remembered] = found
-        return dict(found)
+        return found
     except Exception:  # noqa: BLE001 - an unreadable document binds nothing
         log.debug("could not read the document's typed names", exc_info=True)
         return {}
 
 
-_ASSIGNED_CACHE: dict[str, frozenset[str]] = {}
 _ASSIGNED_QUERY = None
 
 
@@ -812,25 +813,14 @@ class AssignedNames(frozenset):
         return made
 
 
-_SELF_PATHS: dict[tuple, frozenset] = {}
-
-
-def self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None = None) -> frozenset[tuple[str, ...]]:
+def self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     """The typed paths ``self`` and ``cls`` have in the document's classes (their one
-    library base, `_Resolver.class_base`); the last few documents are kept."""
-    remembered = (document, tuple(sorted(roots.items())))
-    found = _SELF_PATHS.get(remembered)
-    if found is None:
-        found = _self_paths(document, roots, analysis)
-        if len(_SELF_PATHS) >= 4:
-            _SELF_PATHS.pop(next(iter(_SELF_PATHS)))
-        _SELF_PATHS[remembered] = found
-    return found
+    library base, `_Resolver.class_base`); kept with the analysis."""
+    return analysis.reading(("self paths", tuple(sorted(roots.items()))), lambda: _self_paths(analysis, roots))
 
 
-def _self_paths(document: str, roots: Mapping[str, tuple[str, ...]], analysis: DocumentAnalysis | None) -> frozenset[tuple[str, ...]]:
+def _self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     try:
-        analysis = analysis_of(document, analysis)
         source, tree = analysis.data, analysis.tree
         module = _Scope(tree.root_node, "module")
         _collect(tree.root_node, module)
@@ -900,28 +890,30 @@ def attribute_names(tree) -> frozenset[str]:
 def assigned_attribute_names(
     document: str, analysis: DocumentAnalysis | None = None, roots: Mapping[str, tuple[str, ...]] | None = None
 ) -> frozenset[str]:
+    """`assigned_names` for a text (`analysis`: its analysis, when the caller has it;
+    else the one kept for the text)."""
+    if not document:
+        return frozenset()
+    return assigned_names(analysis_of(document, analysis), roots)
+
+
+def assigned_names(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]] | None = None) -> frozenset[str]:
     """The attribute names the document assigns on any object (``server.wfile = f``,
     ``self.count += 1``, ``a.x, b.y = ...``, ``setattr(obj, "name", v)``) and the names
     its classes define (methods, class attributes): an object of a library class may
     get them at run time (or be an instance of such a subclass), so they are never
-    rejected on a typed receiver.  `analysis`: the document's, when the caller has it.
-    With `roots` (completions): an `AssignedNames` that also holds the paths of ``self``
-    and ``cls``."""
-    if not document:
-        return frozenset()
-    cached = _ASSIGNED_CACHE.get(document)
-    if cached is not None:
-        return AssignedNames(cached, self_paths(document, roots, analysis)) if roots is not None else cached
+    rejected on a typed receiver.  With `roots` (completions): an `AssignedNames` that
+    also holds the paths of ``self`` and ``cls``.  Kept with the analysis."""
+    found = analysis.reading("assigned names", lambda: _assigned(analysis))
+    return AssignedNames(found, self_paths(analysis, roots)) if roots is not None else found
+
+
+def _assigned(analysis: DocumentAnalysis) -> frozenset[str]:
     try:
-        found = attribute_names(analysis_of(document, analysis).tree)
+        return attribute_names(analysis.tree)
     except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
         log.debug("could not read the document's attribute assignments", exc_info=True)
-        found = frozenset()
-    _ASSIGNED_CACHE.clear()
-    _ASSIGNED_CACHE[document] = found
-    if roots is not None:  # for completions: with the paths of `self` / `cls`
-        return AssignedNames(found, self_paths(document, roots, analysis))
-    return found
+        return frozenset()
 
 
 class DocumentScopes:

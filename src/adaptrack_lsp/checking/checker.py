@@ -226,7 +226,7 @@ class _Walk:
 
     def __init__(self, index, analysis, local_modules: frozenset[str], checkpoint: Callable[[], None] | None = None,
                  assigned_elsewhere: frozenset[str] = frozenset()):
-        from adaptrack_lsp.apis.receivers import DocumentScopes, assigned_attribute_names
+        from adaptrack_lsp.apis.receivers import DocumentScopes, assigned_names
 
         self.index = index
         tree = self.tree = analysis.tree
@@ -239,7 +239,7 @@ class _Walk:
         # (a fallback for what may not be installed), may not be the module
         ambiguous = analysis.ambiguous | self.guarded_only(tree)
         self.roots = {alias: path for alias, path in roots.items() if alias not in ambiguous and not self.scopes.bound_otherwise(alias)}
-        self.assigned = assigned_attribute_names(document, analysis=analysis) | assigned_elsewhere
+        self.assigned = assigned_names(analysis) | assigned_elsewhere
         edges: dict[tuple[str, ...], set[str]] = {}
         for module in analysis.modules:
             for depth in range(1, len(module)):

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
-from adaptrack_lsp.apis.imports import document_roots
 from adaptrack_lsp.apis.index import CALL, members_key
 from adaptrack_lsp.apis.project_attributes import assigned_beside
-from adaptrack_lsp.apis.receivers import AssignedNames, assigned_attribute_names, receiver_bindings
+from adaptrack_lsp.apis.receivers import AssignedNames, assigned_names, receivers_at
 from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, gather_context
 from adaptrack_lsp.config import Settings
 
@@ -80,7 +79,7 @@ class CompletionRequest:
     #: script's ``import helper`` finds, though no environment lists it
     local_modules: frozenset[str] = frozenset()
     #: attribute names the document assigns on objects (``server.wfile = f``): never
-    #: rejected on a typed receiver (`apis.receivers.assigned_attribute_names`)
+    #: rejected on a typed receiver (`apis.receivers.assigned_names`)
     assigned_attributes: frozenset[str] = frozenset()
     #: the API index paths the completion needs before decoding (`cursor_paths`)
     needed_paths: tuple[tuple[str, ...], ...] = ()
@@ -116,9 +115,9 @@ class CompletionRequest:
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
         analysis = analysis_of(text, analysis)
-        roots = document_roots(analysis)
+        roots = analysis.roots
         line_prefix = text[line_start:offset]
-        receivers = receiver_bindings(text, offset, roots, analysis=analysis)
+        receivers = receivers_at(analysis, offset, roots)
         settings = settings or Settings()
         context = None
         if sources is not None and settings.context_tokens != 0:
@@ -138,7 +137,7 @@ class CompletionRequest:
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=_assigned_names(text, offset, analysis, roots, document) if receivers else frozenset(),
+            assigned_attributes=_assigned_names(offset, analysis, roots, document) if receivers else frozenset(),
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
@@ -175,11 +174,11 @@ class CompletionRequest:
         return self.settings.decoder if self.mode == "inline" else self.settings.list_decoder
 
 
-def _assigned_names(text: str, offset: int, analysis: DocumentAnalysis, roots, document: str) -> frozenset[str]:
-    """`assigned_attribute_names` for a cursor, with the names the files the document
+def _assigned_names(offset: int, analysis: DocumentAnalysis, roots, document: str) -> frozenset[str]:
+    """`assigned_names` for a cursor, with the names the files the document
     leans on assign (`project_attributes.assigned_beside`) and whether its class may
     still grow (`AssignedNames.class_open`)."""
-    names = assigned_attribute_names(text, analysis=analysis, roots=roots)
+    names = assigned_names(analysis, roots)
     beside = assigned_beside(document_file(document), analysis)
     open_paths = names.open_paths if isinstance(names, AssignedNames) else ()
     if beside or open_paths:
