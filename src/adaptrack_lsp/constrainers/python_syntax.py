@@ -161,9 +161,9 @@ def load_table() -> SyntaxTable:
 
 #: stack nodes a shared parser interns before a fresh one replaces it (its memos and
 #: masks go with it)
-MAX_SHARED_NODES = 300_000
+MAX_SHARED_NODES = 25_000
 #: masks a shared parser keeps per vocabulary (packed: a bit per token); full: cleared
-MAX_SHARED_MASKS = 512
+MAX_SHARED_MASKS = 256
 _NO_MASK = object()
 _shared_parsers: dict[int, _Parser] = {}
 _shared_lock = threading.Lock()

@@ -246,9 +246,9 @@ def token_mask(syntax, state, index) -> np.ndarray | None:
 
 
 #: most walks kept by a shared parser per vocabulary (packed: a bit per token); full: cleared
-MAX_KEPT_WALKS = 512
+MAX_KEPT_WALKS = 256
 #: most (stacks, paths) verdicts kept the same way
-MAX_KEPT_VERDICTS = 200_000
+MAX_KEPT_VERDICTS = 25_000
 
 
 def pack_mask(mask: np.ndarray) -> np.ndarray:
