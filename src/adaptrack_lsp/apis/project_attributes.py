@@ -14,14 +14,17 @@ names the document assigns itself are not (`receivers.assigned_attribute_names`)
   one that holds a project marker (``pyproject.toml``, ``setup.py``, ``setup.cfg``,
   ``tox.ini``, ``pytest.ini``, ``.git``), at most `MAX_LEVELS` folders.
 
-Files larger than `MAX_FILE_BYTES` are skipped; answers are kept per file modification
-time (an edited file is read again).
+Files larger than `MAX_FILE_BYTES` are skipped.  Which files a document leans on is
+looked up again after `STATUS_SECONDS` (typing asks on every keystroke with the same
+imports); what a file assigns is kept per modification time (an edited file is read
+again).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 from adaptrack_lsp.apis.document import DocumentAnalysis
@@ -35,9 +38,13 @@ MAX_FILE_BYTES = 1_000_000
 #: files read per document at most
 MAX_FILES = 32
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini", ".git")
+#: seconds the files found for a document (and its imports) are trusted
+STATUS_SECONDS = 2.0
 _CACHE_SIZE = 256
 #: (path, modification time, size) -> names the file assigns
 _FILE_NAMES: dict[tuple[str, int, int], frozenset[str]] = {}
+#: (document file, its imports) -> (when found, the files)
+_FILES: dict[tuple, tuple[float, list[Path]]] = {}
 
 
 def assigned_beside(file: str | os.PathLike | None, analysis: DocumentAnalysis) -> frozenset[str]:
@@ -47,9 +54,16 @@ def assigned_beside(file: str | os.PathLike | None, analysis: DocumentAnalysis) 
     if not file:
         return frozenset()
     current = Path(os.path.abspath(file))
-    folder = current.parent
+    key = (current, analysis.imports)
+    now = time.monotonic()
+    found = _FILES.get(key)
+    if found is None or now - found[0] > STATUS_SECONDS:
+        found = (now, _files_read(current, current.parent, analysis)[:MAX_FILES])
+        if len(_FILES) >= _CACHE_SIZE:
+            _FILES.clear()
+        _FILES[key] = found
     names: set[str] = set()
-    for path in _files_read(current, folder, analysis)[:MAX_FILES]:
+    for path in found[1]:
         names |= _names_of(path)
     return frozenset(names)
 

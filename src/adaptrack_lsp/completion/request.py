@@ -25,7 +25,7 @@ from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
 from adaptrack_lsp.apis.index import CALL, members_key
 from adaptrack_lsp.apis.project_attributes import assigned_beside
 from adaptrack_lsp.apis.receivers import AssignedNames, assigned_names, receivers_at
-from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, gather_context
+from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, document_path, gather_context
 from adaptrack_lsp.config import Settings
 
 MODES = ("inline", "list")
@@ -179,34 +179,22 @@ def _assigned_names(offset: int, analysis: DocumentAnalysis, roots, document: st
     leans on assign (`project_attributes.assigned_beside`) and whether its class may
     still grow (`AssignedNames.class_open`)."""
     names = assigned_names(analysis, roots)
-    beside = assigned_beside(document_file(document), analysis)
+    beside = assigned_beside(document_path(document), analysis)
     open_paths = names.open_paths if isinstance(names, AssignedNames) else ()
     if beside or open_paths:
         names = AssignedNames(names | beside, open_paths, class_open=bool(open_paths) and analysis.class_runs_to_end(offset))
     return names
 
 
-def document_file(document: str):
-    """The file of a document given as a ``file:`` URI or a path (a `Path`); None for
-    anything else."""
-    if not document:
-        return None
-    from pathlib import Path
-    from urllib.parse import unquote, urlparse
-
-    if document.startswith("file:"):
-        return Path(unquote(urlparse(document).path))
-    if "://" in document or document.startswith(("untitled:", "inmemory:")):
-        return None
-    return Path(document)
-
-
 def modules_beside(document: str) -> frozenset[str]:
     """The module names a file's folder offers (``helper.py``, ``pkg/``), for a document
     given as a ``file:`` URI or a path; empty for anything else.  Only names are read."""
-    path = document_file(document)
-    if path is None:
+    found = document_path(document)
+    if found is None:
         return frozenset()
+    from pathlib import Path
+
+    path = Path(found)
     try:
         entries = list(path.parent.iterdir()) if path.parent.is_dir() else []
     except OSError:

@@ -451,7 +451,7 @@ class DocumentDiagnostics:
     # -- the check (diagnostics thread) ----------------------------------------------------
     def _check(self, service, settings, key: str, text: str, version, codec, run: CheckRun) -> list[types.Diagnostic] | None:
         from adaptrack_lsp.checking.checker import Checker
-        from adaptrack_lsp.completion.request import document_file
+        from adaptrack_lsp.completion.project_context import document_path
 
         index, _info = service.constraints.api_index(settings)
         if index is None:
@@ -461,7 +461,7 @@ class DocumentDiagnostics:
             checker = self._checker = Checker(index)
         local_modules = self._local_modules(key)
         result = checker.check(
-            text, local_modules=local_modules, path=document_file(key), cancelled=run.is_set, pause=self.gate.pause
+            text, local_modules=local_modules, path=document_path(key), cancelled=run.is_set, pause=self.gate.pause
         )
         if run.cancelled:
             return None
