@@ -190,6 +190,61 @@ def test_tricky_vocabulary_masks_equal_brute_force():
     assert_masks_match(index, states)
 
 
+#: instances: `client` keeps a __dict__ (a new attribute may be assigned at the start of a
+#: statement), `plain` does not; `client.session` keeps one as well
+INSTANCE_NAMES = [
+    "pkg.Client.().__dict__",
+    "pkg.Client.().get",
+    "pkg.Client.().session.__dict__",
+    "pkg.Client.().session.close",
+    "pkg.Plain.().get",
+]
+INSTANCE_PIECES = [
+    "client", "plain", "cli", "ent", "client.", "client.tag", ".", ".get", "get", "ge", ".session", "session",
+    "ssion.tag", ".se", ".tag", ".tag =", "tag", "t", "ag", " =", "=", "==", "= ", " ", "\n", "(", ")", "x",
+    "1", "+=", ":", "__dict__", "_", " .", "get(", ".close", "close", "# ", "'",
+]
+
+
+def test_new_attribute_masks_equal_brute_force():
+    """At the start of a statement a name an instance lacks may be assigned (``client.tag =
+    1``) when its class keeps an instance ``__dict__``, and only assigned: masks of those
+    states (statement starts, chains, the pending name) equal checking every token."""
+    pieces = list(dict.fromkeys(INSTANCE_PIECES))
+    data = [p.encode() for p in pieces]
+    vocab = Vocabulary(data, eos_ids=[len(data)], size=len(data) + 1)
+    roots = {"client": ("pkg", "Client", "()"), "plain": ("pkg", "Plain", "()")}
+    index = TokenIndex(ApiMonitor(StaticIndex(INSTANCE_NAMES), roots=roots), vocab, context=ConstraintContext("x = 1\n", "x = 1\n"))
+    encode = lambda text: [pieces.index(piece) for piece in text]
+    targets = [
+        encode(["client", ".tag", " =", " ", "1"]),
+        encode(["client", ".session", ".tag", "=", "1"]),
+        encode(["plain", ".get", "("]),
+        encode(["client.tag", " ", "=="]),
+    ]
+    states = reachable_states(index, random.Random(1), walks=800, steps=6, targets=targets)
+    kinds = {ApiMonitor.describe(s).split()[0] for s in states}
+    assert {"new", "member", "after", "statement"} <= kinds
+    assert_masks_match(index, states)
+    start = index.initial_state()
+    walk = lambda texts: _walk(index, start, encode(texts))
+    assert walk(["client", ".tag", " =", " ", "1"]) is not None
+    assert walk(["client", ".session", ".tag", "=", "1"]) is not None
+    assert walk(["client", ".tag", " ", "=="]) is None  # a comparison reads the name
+    assert walk(["client", ".tag", "("]) is None
+    assert walk(["client", ".tag", "+="]) is None
+    assert walk(["plain", ".tag", " ="]) is None  # no __dict__: the assignment would fail
+    assert walk(["x", " =", " ", "client", ".tag"]) is None  # not a statement start: a read
+
+
+def _walk(index: TokenIndex, state, ids):
+    for token_id in ids:
+        state = index.advance(state, token_id)
+        if state is None:
+            return None
+    return state
+
+
 def test_mask_check_detects_a_wrong_mask():
     vocab = tricky_vocabulary()
     index = monitor_index(vocab, prefix=DOCUMENT + "x = np.")

@@ -166,6 +166,39 @@ def test_completions_reject_what_the_checker_rejects(explainer, prefix, text, ac
     assert explainer.explain(prefix, text)["accepted"] is accepted
 
 
+_CONNECTION = "import http.client\nc = http.client.HTTPConnection('example.invalid')\n"
+_DATE = "import datetime\nd = datetime.date.today()\n"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "text", "accepted"),
+    [
+        (_CONNECTION, "c.tag = 1\n", True),
+        (_CONNECTION, "c.tag=1\n", True),
+        (_CONNECTION, "c.tag == 1\n", False),  # a comparison reads it
+        (_CONNECTION, "c.tag += 1\n", False),
+        (_CONNECTION, "c.tag(1)\n", False),
+        (_CONNECTION, "print(c.tag)\n", False),  # not a statement start: a read
+        (_DATE, "d.tag = 1\n", False),  # no instance __dict__: the assignment fails
+    ],
+)
+def test_a_new_attribute_may_be_assigned_where_a_statement_starts(explainer, prefix, text, accepted):
+    """Before the cursor nothing says a name is new; at the start of a statement, on an
+    instance whose class keeps an instance ``__dict__``, an assignment may create it.
+    The reference is running the document: accepted ones run, rejected ones raise
+    AttributeError."""
+    verdict = explainer.explain(prefix, text)
+    assert verdict["accepted"] is accepted, verdict["reason"]
+    if not accepted:
+        assert "tag" in verdict["reason"]
+    namespace: dict = {}
+    if accepted:
+        exec(prefix + text, namespace)  # noqa: S102 - the reference: run it
+    else:
+        with pytest.raises(AttributeError):
+            exec(prefix + text, namespace)  # noqa: S102
+
+
 _GROWING = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        "
 
 

@@ -43,10 +43,10 @@ log = logging.getLogger(__name__)
 # -- lexer modes (first element of every state tuple) -------------------------------------
 _CODE = 0  # (_CODE, identifier_so_far, after_unknown_dot)
 _NUMBER = 1  # (_NUMBER,)
-_AFTER = (
-    2  # (_AFTER, path): a complete name of a resolved chain (maybe trailing spaces)
-)
-_MEMBER = 3  # (_MEMBER, path, partial): reading a member name after "path."
+#: _AFTER and _MEMBER states of a chain that began its statement end in True (``(_AFTER,
+#: path, True)``): the chain may be an assignment's target (see _TARGET)
+_AFTER = 2  # (_AFTER, path[, True]): a complete name of a resolved chain (maybe trailing spaces)
+_MEMBER = 3  # (_MEMBER, path, partial[, True]): reading a member name after "path."
 _OPEN1 = 4  # (_OPEN1, quote): one quote seen at a string start
 _OPEN2 = 5  # (_OPEN2, quote): two quotes seen (empty string or a triple-quote start)
 _STRING = 6  # (_STRING, quote, triple, escape_pending, closing_quotes_seen)
@@ -58,6 +58,9 @@ _IMPORT = 11  # (_IMPORT, kind, module, partial, stage, paren, checked, pending)
 _SCOPED = 12  # (_SCOPED, learned, frames, state): `state` with names bound by imports written
 #: so far (`learned`) and the calls open on chains whose result type is known (`frames`:
 #: (result path, bracket depth) pairs, innermost last)
+_TARGET = 13  # (_TARGET, name, stage, path): a name `path` lacks, at the start of a statement,
+#: on an instance that keeps a ``__dict__``: only an assignment may follow (stage 0: the name,
+#: 1: spaces after it, 2: after "=", where a second "=" would make it a comparison)
 
 _LINE_START = (_LINE,)
 _OPENERS = frozenset("([{")
@@ -291,6 +294,15 @@ class ApiMonitor(Constrainer):
 
     def members(self, path: tuple[str, ...]) -> frozenset[str] | None:
         return self.path_info(path).members
+
+    def takes_new_attributes(self, path: tuple[str, ...]) -> bool:
+        """Whether an assignment at the start of a statement may give `path`, an instance
+        (a call's result), a name its class lacks: its class keeps an instance
+        ``__dict__`` (``__dict__`` is one of the members ``dir`` lists)."""
+        if CALL not in path:
+            return False
+        members = self.path_info(path).members
+        return members is not None and "__dict__" in members
 
 
     # -- import statements written in the generated text ----------------------------------
@@ -566,6 +578,8 @@ class ApiMonitor(Constrainer):
         if state[0] == _MEMBER:
             info = self.path_info(state[1])
             return info.members is not None and (state[2] in info.members or (info.open_values and bool(state[2])))
+        if state[0] == _TARGET:
+            return state[2] == 2
         return True
 
     # -- explanations ------------------------------------------------------------------------
@@ -586,6 +600,9 @@ class ApiMonitor(Constrainer):
                     return self._import_problem(current, char + (rest if is_identifier_char(char) else ""))
                 if current[0] == _VALUE:
                     return self._not_callable(current[3], current[1])
+                if current[0] == _TARGET:
+                    missing = self._missing_member(current[3], current[1], " ", "")
+                    return f"{missing}; only an assignment (`= value`) may give it to the instance"
                 if current[0] == _MEMBER:
                     return self._missing_member(current[1], current[2], char, rest)
                 break
@@ -711,6 +728,8 @@ class ApiMonitor(Constrainer):
             return f"code (identifier {state[1]!r})" if state[1] else "code"
         if mode == _VALUE:
             return f"data attribute {state[1]!r}"
+        if mode == _TARGET:
+            return f"new attribute {state[1]!r} of {'.'.join(state[3])} (an assignment must follow)"
         return {
             _NUMBER: "number",
             _OPEN1: "string",
@@ -796,7 +815,8 @@ class ApiMonitor(Constrainer):
                 if word == "import" or word == "from":
                     state = (_IMPORT, word, (), "", _I_MODULE, False, True, None)
                 else:
-                    state = (_CODE, word, False)
+                    path = roots.get(word)  # a chain that begins the statement may be assigned to
+                    state = (_AFTER, path, True) if path is not None else (_CODE, word, False)
                 continue
             if mode == _IMPORT:
                 following, consumed, binding = self._lex_import(state, char)
@@ -824,24 +844,31 @@ class ApiMonitor(Constrainer):
                     if (
                         extended in info.prefixes
                     ):  # prefix-closed: every shorter run is too
-                        state = (_MEMBER, path, extended)
+                        state = (_MEMBER, path, extended, *state[3:])
                         position = end
                         continue
                     if info.open_values:  # not a member: data (a column), any name
                         state = (_VALUE, extended, False, path)
                         position = end
                         continue
+                    if len(state) > 3 and self.takes_new_attributes(path):  # a new attribute, if assigned
+                        state = (_TARGET, extended, 0, path)
+                        position = end
+                        continue
                     if end > position + 1:  # find the first character that fails
                         extended = partial + char
                         if extended in info.prefixes:
-                            state = (_MEMBER, path, extended)
+                            state = (_MEMBER, path, extended, *state[3:])
                             position += 1
                             continue
                 elif partial in info.members:
-                    state = (_AFTER, path + (partial,))
+                    state = (_AFTER, path + (partial,), *state[3:])
                     continue
                 elif info.open_values and partial:
                     state = (_VALUE, partial, False, path)
+                    continue
+                elif partial and len(state) > 3 and self.takes_new_attributes(path):
+                    state = (_TARGET, partial, 0, path)
                     continue
                 # violation
                 if not lenient:
@@ -850,30 +877,15 @@ class ApiMonitor(Constrainer):
                     violation = position
                 state = (_CODE, partial, True)
                 continue
-            if mode == _VALUE:  # (_VALUE, name, spaced, path): a data attribute, not callable
-                if not state[2] and is_identifier_char(char):
-                    end = _WORD_RUN(text, position).end()
-                    state = (_VALUE, state[1] + text[position:end], False, state[3])
-                    position = end
+            if mode == _VALUE or mode == _TARGET:
+                following, advanced = self._open_name_step(state, text, position)
+                if following is not None:
+                    state, position = following, advanced
                     continue
-                if char in _INLINE_SPACE:
-                    state = (_VALUE, state[1], True, state[3])
-                    position += 1
-                    continue
-                if char == "(":
-                    if self._may_be_written_later(state[3], state[1]):
-                        state = (_CODE, "", True)  # the call is code's business
-                        continue
-                    if not lenient:
-                        return None, position
-                    if violation < 0:
-                        violation = position
-                    state = FRESH_CODE
-                    continue
-                if char == ".":
-                    state = (_CODE, "", True)
-                    position += 1
-                    continue
+                if not lenient:
+                    return None, position
+                if violation < 0:
+                    violation = position
                 state = FRESH_CODE
                 continue
             if mode == _AFTER:
@@ -889,7 +901,7 @@ class ApiMonitor(Constrainer):
                     state = (
                         (_CODE, "", True)
                         if info.members is None
-                        else (_MEMBER, state[1], "")
+                        else (_MEMBER, state[1], "", *state[2:])
                     )
                     position += 1
                     continue
@@ -968,6 +980,35 @@ class ApiMonitor(Constrainer):
             raise ValueError(f"not an ApiMonitor state: {state!r}")
         return self._scoped(learned, frames, state), violation
 
+    def _open_name_step(self, state, text: str, position: int):
+        """(next state, next position) in a name no member list holds, or (None, position)
+        for a violation: ``(_VALUE, name, spaced, path)``, an attribute the data proxy
+        `path` serves, is not called; ``(_TARGET, name, stage, path)``, a new attribute at
+        a statement's start, must be assigned (``=``, not ``==``)."""
+        char = text[position]
+        if state[0] == _VALUE:
+            if not state[2] and is_identifier_char(char):
+                end = _WORD_RUN(text, position).end()
+                return (_VALUE, state[1] + text[position:end], False, state[3]), end
+            if char in _INLINE_SPACE:
+                return (_VALUE, state[1], True, state[3]), position + 1
+            if char == "(":
+                if self._may_be_written_later(state[3], state[1]):
+                    return (_CODE, "", True), position  # the call is code's business
+                return None, position
+            if char == ".":
+                return (_CODE, "", True), position + 1
+            return FRESH_CODE, position
+        stage = state[2]
+        if stage == 2:  # after "=": a second one makes a comparison (a read)
+            return (None, position) if char == "=" else (FRESH_CODE, position)  # the value is code
+        if stage == 0 and is_identifier_char(char):
+            end = _WORD_RUN(text, position).end()
+            return (_TARGET, state[1] + text[position:end], 0, state[3]), end
+        if char in _INLINE_SPACE or char == "=":
+            return (_TARGET, state[1], 2 if char == "=" else 1, state[3]), position + 1
+        return None, position
+
     # -- fast full-vocabulary masks ------------------------------------------------------------
     def token_mask(self, state, index: TokenIndex) -> np.ndarray:
         """bool[vocab.size] for `state`, exact (equal to checking every token).
@@ -978,8 +1019,10 @@ class ApiMonitor(Constrainer):
         one by one), so the cost does not grow with the vocabulary.
         """
         inner = _inner(state)
-        if inner[0] == _VALUE or (inner[0] == _MEMBER and self.path_info(inner[1]).open_values):
-            return None  # open names (a data proxy's): the index walks the vocabulary
+        if inner[0] in (_VALUE, _TARGET) or (
+            inner[0] == _MEMBER and (self.path_info(inner[1]).open_values or (len(inner) > 3 and self.takes_new_attributes(inner[1])))
+        ):
+            return None  # open names (a data proxy's, a new attribute's): the index walks the vocabulary
         if inner[0] == _IMPORT and inner[5] == "\\":
             return None  # right after a line-continuing backslash (rare): the index walks the vocabulary
         if inner[0] == _IMPORT:
@@ -1140,12 +1183,13 @@ class _ApiMasks:
             return self.member_mask(inner, state)
         if mode == _AFTER:
             mask = self.base_fresh().copy()
-            self.dot_overrides(mask, inner[1])
+            self.dot_overrides(mask, inner[1], inner[2:])
             return self._with_eos(mask, state)
         if mode == _LINE:
             return self.base_line().copy()
         if mode == _STMT:
             # like the word as plain code, except where the word grows into import/from
+            # and where a chain begins the statement (it may be assigned to)
             mask = self.mask(self.wrap((_CODE, inner[1], False)))
             word = inner[1]
             ids = [self.import_word_ids]
@@ -1154,6 +1198,14 @@ class _ApiMasks:
                 if keyword.startswith(word) and rest:
                     main = self.tables.main
                     ids += [found for found in (main.pure_ids_by_lead.get(rest), main.mixed_free_ids_by_lead.get(rest), main.mixed_check_ids_by_lead.get(rest)) if found is not None]
+            for alias in self.roots:
+                if len(alias) > len(word) and alias.startswith(word):
+                    found = self.tables.mixed_dot_ids_by_lead.get(alias[len(word) :])
+                    if found is not None:
+                        ids.append(found)
+            path = self.roots.get(word)
+            if path is not None:
+                self.dot_overrides(mask, path, (True,))
             self._set_exact(mask, state, np.unique(np.concatenate(ids)))
             return self._with_eos(mask, state)
         if mode == _CODE:
@@ -1178,9 +1230,9 @@ class _ApiMasks:
             return self._with_eos(mask, state)
         return self.generic(state)
 
-    def dot_overrides(self, mask: np.ndarray, path: tuple[str, ...]) -> None:
+    def dot_overrides(self, mask: np.ndarray, path: tuple[str, ...], lead: tuple = ()) -> None:
         """Set the verdicts of tokens starting with (spaces and) "." after a complete
-        name whose path is `path`."""
+        name whose path is `path` (`lead`: ``(True,)`` where the chain began its statement)."""
         tables = self.tables
         dot = tables.dot
         ids = dot.ids
@@ -1192,8 +1244,8 @@ class _ApiMasks:
                 self._unknown_dot_verdicts = self._unknown_dot()
             mask[ids] = self._unknown_dot_verdicts
             return
-        after_dot = self.wrap((_MEMBER, path, ""))
-        if info.open_values:  # any name may follow: every dot token is checked
+        after_dot = self.wrap((_MEMBER, path, "", *lead))
+        if info.open_values or (lead and self.monitor.takes_new_attributes(path)):  # any name may follow: every dot token is checked
             self._set_exact_table(mask, dot, after_dot, ids)
             return
         mask[ids] = False
@@ -1227,7 +1279,7 @@ class _ApiMasks:
             base = self.base_fresh()
             nonident = tables.nonident_nondot_ids
             mask[nonident] = base[nonident]
-            self.dot_overrides(mask, path + (partial,))
+            self.dot_overrides(mask, path + (partial,), inner[3:])
         return self._with_eos(mask, state)
 
     def _member_table(self, mask, table, info: _PathInfo, partial: str, state, path: tuple[str, ...]) -> None:
