@@ -687,13 +687,14 @@ def _differing_span(old: str, new: str) -> tuple[int, int]:
     """(start, end) in `old` of the span that `new` replaces: after their common prefix,
     before their common suffix (which does not overlap the prefix)."""
     limit = min(len(old), len(new))
-    start = _common_prefix(old, new, limit)
+    start = common_prefix_length(old, new, limit)
     end = _common_suffix(old, new, limit - start)
     return start, len(old) - end
 
 
-def _common_prefix(a: str, b: str, limit: int) -> int:
-    low, high = 0, limit  # binary search on slice equality (each compare runs in C)
+def common_prefix_length(a: str | bytes, b: str | bytes, limit: int | None = None) -> int:
+    """How many characters (bytes) `a` and `b` share from their start, at most `limit`."""
+    low, high = 0, min(len(a), len(b)) if limit is None else limit  # binary search on slice equality (each compare runs in C)
     while low < high:
         middle = (low + high + 1) // 2
         if a[low:middle] == b[low:middle]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptrack_lsp.completion.edited_text import EditedTextEncoder
 from adaptrack_lsp.completion.project_context import ProjectContext, Snippet
 from adaptrack_lsp.config import DEFAULT_CONTEXT_TOKENS
 from adaptrack_lsp.vocab import Vocabulary
@@ -52,6 +53,8 @@ MAX_HEAL_TOKENS = 4
 CHARS_PER_TOKEN = 6
 #: at most this many characters per prompt token are tokenized to find the window
 MAX_CHARS_PER_TOKEN = 8
+#: the tail of a long prefix is encoded from a line start on a grid of this many characters
+TAIL_GRID = 2048
 #: tokens of slack when a window's size is estimated from the tail's encoding (a token
 #: may straddle the window's first line break)
 ESTIMATE_MARGIN = 2
@@ -474,6 +477,15 @@ class PromptBuilder:
         block.extend(end)
         return tuple(block), tuple(header), tuple(s for s, _ in chosen)
 
+    def _edited(self, slot: str) -> EditedTextEncoder:
+        """The encoder of one kind of prompt text (`slot`) kept across requests: it
+        re-encodes only what changed since the last texts (`edited_text.py`)."""
+        encoders = self._cache.setdefault("edited", {})
+        encoder = encoders.get(slot)
+        if encoder is None:
+            encoder = encoders[slot] = EditedTextEncoder(self.encode, self.vocab.byte_lengths)
+        return encoder
+
     def _recall(self, kind: str, key):
         found = self._cache.setdefault(kind, collections.OrderedDict())
         value = found.get(key)
@@ -542,19 +554,23 @@ class PromptBuilder:
         """
         max_chars = budget * MAX_CHARS_PER_TOKEN
         if len(prefix) <= max_chars:
-            ids = self.encode(prefix)
+            ids = self._edited("whole")(prefix)
             if len(ids) <= budget:
                 return 0, ids
         tail_start = max(0, len(prefix) - max_chars)
-        tail = prefix[tail_start:]
-        tail_ids = self.encode(tail)
-        density = (len(prefix) - tail_start) / max(1, len(tail_ids))
-        step = 2 ** max(0, int(math.log2(max(1.0, budget * density / 4))))
+        # the tail is encoded from a line start on a coarse grid at or before it: that
+        # start stays put while the user types, so the text re-encoded is the end only
+        grid = (tail_start // TAIL_GRID) * TAIL_GRID
+        line = prefix.rfind("\n", 0, grid) + 1
+        tail_ids = self._edited("tail")(prefix[line if grid - line <= TAIL_GRID else grid :])
         # Token counts of candidate windows, estimated from the one tail encoding: the
         # tokens lying wholly inside a window's bytes, counted from the end of the text.
         token_starts = np.concatenate(([0], np.cumsum(self.vocab.byte_lengths[np.asarray(tail_ids, dtype=np.int64)])))
         tail_bytes = int(token_starts[-1])
         token_starts = token_starts[:-1]
+        tail_count = np.count_nonzero(token_starts >= tail_bytes - len(prefix[tail_start:].encode("utf-8", "surrogatepass")))
+        density = (len(prefix) - tail_start) / max(1, int(tail_count))
+        step = 2 ** max(0, int(math.log2(max(1.0, budget * density / 4))))
 
         def estimated_count(start: int) -> int:
             window_bytes = len(prefix[start:].encode("utf-8", "surrogatepass"))
@@ -566,7 +582,7 @@ class PromptBuilder:
             anchor += 1
         while True:  # the first anchor whose window really fits (almost always the estimate)
             start = _snap_to_line(prefix, anchor * step)
-            ids = self.encode(prefix[start:])
+            ids = self._edited("window")(prefix[start:])
             if len(ids) <= budget or anchor >= last:
                 break
             anchor += 1

@@ -8,7 +8,10 @@ and keyword constraints lex the prompt from there).
 
 from __future__ import annotations
 
+import bisect
 import re
+
+from adaptrack_lsp.apis.document import common_prefix_length
 
 KEYWORDS = frozenset(
     "False None True and as assert async await break class continue def del elif else except "
@@ -102,8 +105,13 @@ def _number_step(state: str, char: str) -> str | None:
 
 # -- prompt scanning ---------------------------------------------------------------------------
 _PROMPT_SCAN = re.compile(r"[#'\"\n()\[\]{}]")
-#: (prompt, answer) of the last `code_starts` call, replaced as one object (threads share it)
-_last_scan: tuple = (None, (0, 0))
+#: the scan keeps its state every this many characters: the next prompt, which shares its
+#: start with the last one (a keystroke later), is scanned from the last kept state
+#: before the first changed character
+CHECKPOINT_CHARS = 1024
+#: (prompt, answer, kept states) of the last `code_starts` call, replaced as one object
+#: (threads share it)
+_last_scan: tuple = (None, (0, 0), ())
 
 
 def escaped(text: str, index: int) -> bool:
@@ -123,21 +131,36 @@ def code_starts(prefix: str) -> tuple[int, int]:
     mode gives the lexer state at the end of `prefix`; lexing from the second with an
     empty bracket stack gives the brackets open there (unbalanced closers count as noise).
 
-    One pass of C-speed searches, so documents of any length cost little; the last answer
-    is kept, as both constraints ask about the same prompt."""
+    One pass of C-speed searches; the last answer is kept, as both constraints ask about
+    the same prompt, and the next prompt is scanned from the last state kept before the
+    first character that differs (`CHECKPOINT_CHARS`)."""
     global _last_scan
-    last_prefix, last_answer = _last_scan
+    last_prefix, last_answer, states = _last_scan
     if last_prefix is prefix or last_prefix == prefix:
         return last_answer
-    answer = _code_starts(prefix)
-    _last_scan = (prefix, answer)
+    kept: tuple = ()
+    if last_prefix is not None and states:
+        common = common_prefix_length(last_prefix, prefix)
+        # a state at `position` has read the text up to and including `position`
+        kept = states[: bisect.bisect_left(states, (common,))]
+    answer, found = _code_starts(prefix, kept[-1] if kept else (0, 0, 0, 0))
+    _last_scan = (prefix, answer, kept + found)
     return answer
 
 
-def _code_starts(prefix: str) -> tuple[int, int]:
-    position, line, statement, depth, length = 0, 0, 0, 0, len(prefix)
+def _code_starts(prefix: str, state: tuple[int, int, int, int]) -> tuple[tuple[int, int], tuple]:
+    """The answer of `code_starts`, scanning from `state` (position, line, statement,
+    depth: the scan's state in code at `position`), and the states passed on the way
+    (every `CHECKPOINT_CHARS` characters)."""
+    position, line, statement, depth = state
+    length = len(prefix)
     search = _PROMPT_SCAN.search
+    states = []
+    checkpoint = position + CHECKPOINT_CHARS
     while position < length:
+        if position >= checkpoint:
+            states.append((position, line, statement, depth))
+            checkpoint = position + CHECKPOINT_CHARS
         match = search(prefix, position)
         if match is None:
             break
@@ -161,7 +184,7 @@ def _code_starts(prefix: str) -> tuple[int, int]:
             while True:
                 end = prefix.find(closing, at)
                 if end < 0:
-                    return line, statement  # inside an open triple-quoted string
+                    return (line, statement), tuple(states)  # inside an open triple-quoted string
                 if escaped(prefix, end):
                     at = end + 1
                     continue
@@ -174,10 +197,10 @@ def _code_starts(prefix: str) -> tuple[int, int]:
                 newline = prefix.find("\n", at)
                 end = quote if newline < 0 or (0 <= quote < newline) else newline
                 if end < 0:
-                    return line, statement  # inside an open string on the last line
+                    return (line, statement), tuple(states)  # inside an open string on the last line
                 if escaped(prefix, end):
                     at = end + 1
                     continue
                 position = end if end == newline else end + 1  # an unterminated string ends at the line break
                 break
-    return line, statement
+    return (line, statement), tuple(states)
