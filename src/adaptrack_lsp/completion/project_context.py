@@ -33,6 +33,7 @@ block built from them) change only when a source changes; parses are cached by t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -231,8 +232,20 @@ def read_workspace_file(path: Path, root: Path) -> str | None:
 _IMPORTS_CACHE: dict[str, tuple[ImportRef, ...]] = {}
 
 
+#: id(text) -> (text, key): a module's text comes back as the same object from the file
+#: cache on every keystroke, so its key is not hashed again
+_KEYS_BY_ID: dict[int, tuple[str, str]] = {}
+
+
 def _text_key(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    known = _KEYS_BY_ID.get(id(text))
+    if known is not None and known[0] is text:
+        return known[1]
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    if len(_KEYS_BY_ID) >= _CACHE_SIZE:
+        _KEYS_BY_ID.clear()
+    _KEYS_BY_ID[id(text)] = (text, key)
+    return key
 
 
 def document_imports(text: str | DocumentAnalysis) -> tuple[ImportRef, ...]:
@@ -496,6 +509,26 @@ def module_name(path: Path) -> str:
     return path.parent.name if path.name == "__init__.py" else path.stem
 
 
+#: (document, imports, root, trusted, open documents) -> (when, resolution): what the
+#: imports lead to depends on the files' status, itself trusted for `STATUS_SECONDS`
+_RESOLVED_CACHE: dict[tuple, tuple[float, _Resolved]] = {}
+
+
+def resolved_imports(current: Path, imports: tuple[ImportRef, ...], root: Path | None, reader: _Reader) -> _Resolved:
+    """`resolve_imports`, kept for `STATUS_SECONDS` (the next keystrokes find the same
+    files; an edited import or a new file is seen then)."""
+    key = (current, imports, root, reader.trusted, frozenset(reader.open_texts))
+    now = time.monotonic()
+    cached = _RESOLVED_CACHE.get(key)
+    if cached is not None and now - cached[0] < STATUS_SECONDS:
+        return cached[1]
+    resolved = resolve_imports(current, imports, root, reader)
+    if len(_RESOLVED_CACHE) >= _CACHE_SIZE:
+        _RESOLVED_CACHE.clear()
+    _RESOLVED_CACHE[key] = (now, resolved)
+    return resolved
+
+
 def resolve_imports(current: Path, imports: Iterable[ImportRef], root: Path | None, reader: _Reader) -> _Resolved:
     """The workspace files `imports` of the document at `current` refer to."""
     resolved = _Resolved()
@@ -534,6 +567,7 @@ def resolve_imports(current: Path, imports: Iterable[ImportRef], root: Path | No
 
 
 # -- gathering -----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def label(path: Path, root: Path | None) -> str:
     """A file's label in prompts: relative to the root ("/"-separated), else its name."""
     if root is not None and _under(path, root):
@@ -604,7 +638,7 @@ def gather_context(
     if current is not None:
         try:
             document_analysis = analysis_of(text, analysis)
-            resolved = resolve_imports(current, document_imports(document_analysis), root, reader)
+            resolved = resolved_imports(current, document_imports(document_analysis), root, reader)
         except Exception:  # a document or module the parser cannot read contributes nothing
             logger.debug("context: could not resolve the imports of %s", document, exc_info=True)
             resolved = _Resolved()

@@ -527,8 +527,8 @@ class BuiltinLanguageModel(LanguageModel):
             else {}
         )
         self._member_weight_cache = {}
-        newline_tokens = [i for i, t in enumerate(self._prompt) if b"\n" in self.vocab.token_bytes[t]]
-        self._prompt_line_start = newline_tokens[-1] + 1 if newline_tokens else 0
+        token_bytes, prompt = self.vocab.token_bytes, self._prompt
+        self._prompt_line_start = next((i + 1 for i in range(len(prompt) - 1, -1, -1) if b"\n" in token_bytes[prompt[i]]), 0)
         self.tokens_fed += len(ids)
         return PromptInfo(length=len(ids))
 
