@@ -19,7 +19,7 @@ from adaptrack_lsp.completion.edited_text import EditedTextEncoder
 #: a real file (the standard library's textwrap), with text the tokenizers split in
 #: unusual ways appended: long punctuation and space runs, non-ASCII names and strings
 SOURCE = inspect.getsource(textwrap) + "\n# " + "=" * 150 + "\nnaïve = '日本語 ünïcode'" + " " * 90 + "\n"
-PIECES = ["x", " ", "\n", "    ", "=", "==", "(", ")", ".", "self.", "é", "日本", "'", '"""', "def f(a, b):\n", "#", "=" * 70, " " * 70]
+PIECES = ["x", " ", "\n", "<|endoftext|>", "    ", "=", "==", "(", ")", ".", "self.", "é", "日本", "'", '"""', "def f(a, b):\n", "#", "=" * 70, " " * 70]
 
 
 @pytest.fixture(scope="module")

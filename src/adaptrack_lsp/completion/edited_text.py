@@ -6,8 +6,9 @@ window of the current file starts at the same line and grows by a character.  An
 text it keeps the ids of the longest recent text up to a cut some way before the first
 changed byte and encodes only the rest.  The cut is used only when encoding from a
 second, earlier cut gives the same tokens from the cut on (the tokenizer's split does
-not reach across it); otherwise, and for a tokenizer whose tokens do not spell its
-input byte for byte (one that adds a leading space), the whole text is encoded.  The
+not reach across it); otherwise, and for a text whose tokens do not spell it byte for
+byte (a tokenizer that adds a leading space, a special token's name), the whole text
+is encoded.  The
 result equals ``encode(text)`` (tests/unit/test_edited_text.py: random edits of
 real files, two real tokenizers).
 """
@@ -38,15 +39,12 @@ class EditedTextEncoder:
         self._byte_lengths = np.asarray(byte_lengths, dtype=np.int64)
         #: (text bytes, ids int64, byte end of each token), most recent last
         self._recent: list[tuple[bytes, np.ndarray, np.ndarray]] = []
-        self._exact_spelling = True
         self.encoded_bytes = 0
 
     def __call__(self, text: str) -> list[int]:
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: the tokenizer decides
-            return self._whole(text, None)
-        if not self._exact_spelling:
             return self._whole(text, None)
         best, common = None, 0
         for entry in self._recent:
@@ -94,9 +92,7 @@ class EditedTextEncoder:
         array = np.asarray(ids, dtype=np.int64)
         spelled = int(self._byte_lengths[array].sum()) if len(array) else 0
         if spelled != len(data):
-            self._exact_spelling = False  # the tokenizer rewrites its input: no cuts
-            self._recent.clear()
-            return ids
+            return ids  # the tokenizer rewrote this text (a special token's name, a leading space): no cuts in it
         self._remember(data, array)
         return ids
 
