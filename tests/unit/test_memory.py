@@ -40,6 +40,7 @@ def test_finished_trees_are_freed_after_requests():
         before = live_nodes()
         for _ in range(3):
             service.submit(service.request(text, len(text), document="a", mode="list")).result(timeout=60)
+        service.host.submit(lambda: None).result(timeout=60)  # the release runs next on the model thread
         assert live_nodes() == before, (before, live_nodes())
         # without the release, the trees of finished requests stay
         service._memory = FreeMemoryReleaser(interval_s=10**9)
@@ -50,4 +51,29 @@ def test_finished_trees_are_freed_after_requests():
         if enabled:
             gc.enable()
         gc.unfreeze()
+        service.close()
+
+
+def test_the_release_runs_once_the_answer_is_out():
+    """The collection runs on the model thread after the request's job, so its time is
+    never added to the answer (it ran inside the job before)."""
+    import time
+
+    events: list[str] = []
+
+    class SlowRelease:
+        def after_request(self) -> None:
+            events.append("release started")
+            time.sleep(0.5)
+            events.append("release done")
+
+    service = make_service()
+    service._memory = SlowRelease()
+    try:
+        text = "import numpy as np\nx = np."
+        service.submit(service.request(text, len(text), document="a", mode="list")).result(timeout=60)
+        events.append("answered")
+        service.host.submit(lambda: None).result(timeout=60)
+        assert events.index("answered") < events.index("release done"), events
+    finally:
         service.close()

@@ -5,7 +5,8 @@ and hold arrays the size of the vocabulary.  Cycles are freed only by a full gar
 collection, which CPython runs when the objects that survived the last one grew by 25%:
 with the API index's jedi trees in memory (hundreds of thousands of objects) that is
 rare, so finished trees piled up and the server's resident memory climbed by tens of MB
-per 20 requests.  After a request the service calls `FreeMemoryReleaser.after_request`,
+per 20 requests.  After a request's answer (next on the model thread, so that its time
+is not the request's) the service calls `FreeMemoryReleaser.after_request`,
 which at most once per `interval_s` runs a full collection and asks glibc to return the
 free pages (``malloc_trim``; nothing elsewhere).  The first collection also freezes
 (`gc.freeze`) what is alive then (the loaded model, the parsed modules), so that later

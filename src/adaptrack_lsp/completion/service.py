@@ -248,12 +248,13 @@ class CompletionService:
             reason = control.cancelled_by_client()
             if reason is not None:
                 raise CompletionCancelled(reason)
-            try:
-                return run(request, self.host, self.constraints, control)
-            finally:
-                self._memory.after_request()  # the request's prefix tree is garbage now
+            return run(request, self.host, self.constraints, control)
 
-        return self.host.submit(job)
+        answered = self.host.submit(job)
+        # next on the model thread, once the answer is out: the request's prefix tree is
+        # garbage then, and the collection's time is not the request's
+        self.host.submit(self._memory.after_request)
+        return answered
 
     def complete(
         self,
