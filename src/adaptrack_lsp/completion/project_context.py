@@ -233,8 +233,10 @@ _IMPORTS_CACHE: dict[str, tuple[ImportRef, ...]] = {}
 
 
 #: id(text) -> (text, key): a module's text comes back as the same object from the file
-#: cache on every keystroke, so its key is not hashed again
+#: cache on every keystroke, so its key is not hashed again (the texts are kept with
+#: their keys: at most `_KEYS_KEPT`, the modules of a few requests)
 _KEYS_BY_ID: dict[int, tuple[str, str]] = {}
+_KEYS_KEPT = 64
 
 
 def _text_key(text: str) -> str:
@@ -242,7 +244,7 @@ def _text_key(text: str) -> str:
     if known is not None and known[0] is text:
         return known[1]
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-    if len(_KEYS_BY_ID) >= _CACHE_SIZE:
+    if len(_KEYS_BY_ID) >= _KEYS_KEPT:
         _KEYS_BY_ID.clear()
     _KEYS_BY_ID[id(text)] = (text, key)
     return key
