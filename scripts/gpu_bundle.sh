@@ -13,7 +13,7 @@ mkdir -p .gpu .whl
 if [ ! -f .gpu/tokenizer/tokenizer.json ]; then
   "$python" benchmarks/gpu_decoding.py --save-tokenizer .gpu/tokenizer
 fi
-for package in jedi parso tree-sitter tree-sitter-python pygls lsprotocol cattrs attrs; do
+for package in jedi parso tree-sitter tree-sitter-python pygls lsprotocol cattrs attrs lark tqdm httpx httpcore h11 packaging; do
   version=$("$python" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$package")
   "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
