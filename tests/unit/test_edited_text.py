@@ -62,6 +62,20 @@ def test_ids_equal_a_fresh_encoding_after_random_edits(tokenizers, name, sequenc
         assert encoder(text) == list(encode(text))
 
 
+@pytest.mark.parametrize("name", ["builtin", "tiny"])
+def test_a_special_tokens_name_then_an_edit_after_it(tokenizers, name):
+    """A text whose ids do not spell it (a special token's name among them) is never
+    kept, whether it was encoded whole or from a cut: a cut placed by its ids would fall
+    inside a token of the next text (found by the random edits above)."""
+    encode, byte_lengths = tokenizers[name]
+    encoder = EditedTextEncoder(encode, byte_lengths)
+    text = SOURCE
+    assert encoder(text) == list(encode(text))
+    for where, piece, near_end in ((0.5, "<|endoftext|>", False), (0.8125, "x", True), (0.9, "y", True)):
+        text = apply(text, where, 0, piece, near_end)
+        assert encoder(text) == list(encode(text))
+
+
 def test_typing_at_the_end_re_encodes_the_end_only(tokenizers):
     encode, byte_lengths = tokenizers["builtin"]
     encoder = EditedTextEncoder(encode, byte_lengths)

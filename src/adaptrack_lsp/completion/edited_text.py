@@ -70,6 +70,8 @@ class EditedTextEncoder:
         check = self._encode_bytes(data[early:])
         if not self._cut_holds(ids[early_token + 1 : cut_token + 1], rest, check):
             return self._whole(text, data)
+        if int(self._byte_lengths[np.asarray(rest, dtype=np.int64)].sum()) != len(data) - cut:
+            return self._whole(text, data)  # the rest does not spell its text: a kept text must
         result = np.concatenate((ids[: cut_token + 1], np.asarray(rest, dtype=np.int64)))
         self._remember(data, result)
         return result.tolist()
