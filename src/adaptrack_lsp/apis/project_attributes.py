@@ -15,7 +15,7 @@ names the document assigns itself are not (`receivers.assigned_attribute_names`)
   ``tox.ini``, ``pytest.ini``, ``.git``), at most `MAX_LEVELS` folders.
 
 Files larger than `MAX_FILE_BYTES` are skipped.  Which files a document leans on is
-looked up again after `STATUS_SECONDS` (typing asks on every keystroke with the same
+looked up again after `timed_cache.STATUS_SECONDS` (typing asks on every keystroke with the same
 imports); what a file assigns is kept per modification time (an edited file is read
 again).
 """
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
 from adaptrack_lsp.apis.document import DocumentAnalysis
+from adaptrack_lsp.timed_cache import TimedCache
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,11 @@ MAX_FILE_BYTES = 1_000_000
 #: files read per document at most
 MAX_FILES = 32
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini", ".git")
-#: seconds the files found for a document (and its imports) are trusted
-STATUS_SECONDS = 2.0
 _CACHE_SIZE = 256
 #: (path, modification time, size) -> names the file assigns
 _FILE_NAMES: dict[tuple[str, int, int], frozenset[str]] = {}
-#: (document file, its imports) -> (when found, the files)
-_FILES: dict[tuple, tuple[float, list[Path]]] = {}
+#: (document file, its imports) -> the files
+_FILES: TimedCache[list[Path]] = TimedCache(_CACHE_SIZE)
 
 
 def assigned_beside(file: str | os.PathLike | None, analysis: DocumentAnalysis) -> frozenset[str]:
@@ -54,16 +52,9 @@ def assigned_beside(file: str | os.PathLike | None, analysis: DocumentAnalysis) 
     if not file:
         return frozenset()
     current = Path(os.path.abspath(file))
-    key = (current, analysis.imports)
-    now = time.monotonic()
-    found = _FILES.get(key)
-    if found is None or now - found[0] > STATUS_SECONDS:
-        found = (now, _files_read(current, current.parent, analysis)[:MAX_FILES])
-        if len(_FILES) >= _CACHE_SIZE:
-            _FILES.clear()
-        _FILES[key] = found
+    found = _FILES.get((current, analysis.imports), lambda: _files_read(current, current.parent, analysis)[:MAX_FILES])
     names: set[str] = set()
-    for path in found[1]:
+    for path in found:
         names |= _names_of(path)
     return frozenset(names)
 

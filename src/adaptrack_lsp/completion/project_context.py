@@ -40,12 +40,12 @@ import math
 import os
 import re
 import stat as stat_module
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from adaptrack_lsp.apis.document import DocumentAnalysis, ImportRef, analysis_of, encode, parse_tree
+from adaptrack_lsp.timed_cache import TimedCache
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +67,6 @@ OUTLINE_PARAMETERS = 4
 ASSIGNMENT_CHARS = 160
 #: files, parses and outlines kept (by path or text)
 _CACHE_SIZE = 512
-#: seconds a file's status (exists, where it leads) is trusted before it is looked at again
-STATUS_SECONDS = 2.0
 
 KINDS = ("names", "outline", "file")
 
@@ -164,23 +162,14 @@ class _Reader:
 _FILE_CACHE: dict[str, tuple[int, int, str]] = {}
 
 
-_STATUS_CACHE: dict[tuple[str, str], tuple[float, tuple[Path, os.stat_result] | None]] = {}
+_STATUS_CACHE: TimedCache[tuple[Path, os.stat_result] | None] = TimedCache(4 * _CACHE_SIZE)
 
 
 def workspace_file(path: Path, root: Path) -> tuple[Path, os.stat_result] | None:
     """(real path, status) of `path` when it is a regular file of at most
     `MAX_FILE_BYTES` whose real path (symlinks resolved) lies under the real `root`
-    (looked at again after `STATUS_SECONDS`)."""
-    key = (str(path), str(root))
-    now = time.monotonic()
-    cached = _STATUS_CACHE.get(key)
-    if cached is not None and now - cached[0] < STATUS_SECONDS:
-        return cached[1]
-    found = _workspace_file(path, root)
-    if len(_STATUS_CACHE) >= 4 * _CACHE_SIZE:
-        _STATUS_CACHE.clear()
-    _STATUS_CACHE[key] = (now, found)
-    return found
+    (looked at again after `timed_cache.STATUS_SECONDS`)."""
+    return _STATUS_CACHE.get((str(path), str(root)), lambda: _workspace_file(path, root))
 
 
 def _workspace_file(path: Path, root: Path) -> tuple[Path, os.stat_result] | None:
@@ -512,23 +501,15 @@ def module_name(path: Path) -> str:
 
 
 #: (document, imports, root, trusted, open documents) -> (when, resolution): what the
-#: imports lead to depends on the files' status, itself trusted for `STATUS_SECONDS`
-_RESOLVED_CACHE: dict[tuple, tuple[float, _Resolved]] = {}
+#: imports lead to depends on the files' status, itself trusted for `timed_cache.STATUS_SECONDS`
+_RESOLVED_CACHE: TimedCache[_Resolved] = TimedCache(_CACHE_SIZE)
 
 
 def resolved_imports(current: Path, imports: tuple[ImportRef, ...], root: Path | None, reader: _Reader) -> _Resolved:
-    """`resolve_imports`, kept for `STATUS_SECONDS` (the next keystrokes find the same
+    """`resolve_imports`, kept for `timed_cache.STATUS_SECONDS` (the next keystrokes find the same
     files; an edited import or a new file is seen then)."""
     key = (current, imports, root, reader.trusted, frozenset(reader.open_texts))
-    now = time.monotonic()
-    cached = _RESOLVED_CACHE.get(key)
-    if cached is not None and now - cached[0] < STATUS_SECONDS:
-        return cached[1]
-    resolved = resolve_imports(current, imports, root, reader)
-    if len(_RESOLVED_CACHE) >= _CACHE_SIZE:
-        _RESOLVED_CACHE.clear()
-    _RESOLVED_CACHE[key] = (now, resolved)
-    return resolved
+    return _RESOLVED_CACHE.get(key, lambda: resolve_imports(current, imports, root, reader))
 
 
 def resolve_imports(current: Path, imports: Iterable[ImportRef], root: Path | None, reader: _Reader) -> _Resolved:
