@@ -232,3 +232,59 @@ def test_top_p_validity_stops_after_the_token_that_reaches_p(vocab):
     full = PrefixTree(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[]))
     full.check_top_p(full.root, 1.0)
     assert math.isclose(full.root.q, 1.0)
+
+
+@pytest.mark.parametrize("tail_share", [0.3, 1e-4, 1e-9, 0.0])
+def test_tail_mass_of_float32_distributions_equals_the_sum_over_the_tail(tail_share):
+    """A float32 distribution (the engines' kind): the tail's mass is the total less the
+    kept tokens' (one exp over the vocabulary); it must equal the sum over the tail
+    computed here in float64, token by token (to float32's precision: the engines' exp),
+    also where that subtraction would lose it (a tail of 1e-9) and where the only tail
+    tokens lie below float32's exp range (a tail of 2e-40, not 0)."""
+    names = [f"t{i}" for i in range(300)] + ["$"]
+    vocab = Vocabulary.from_strings(names, "$")
+    rng = np.random.default_rng(7)
+    head = rng.dirichlet(np.ones(20))
+    values = np.full(vocab.size, -np.inf)
+    values[:20] = np.log(head * (1.0 - tail_share))
+    if tail_share:
+        tail = rng.dirichlet(np.ones(200))
+        values[20:220] = np.log(tail * tail_share)
+    values[220:260] = -95.0  # below FLOAT32_EXP_FLOOR: float32 exp gives 0
+    floats = values.astype(np.float32)
+
+    class Float32LM(TabularLM):
+        def next_logprobs(self, path):
+            return floats.copy()
+
+    lm = Float32LM(vocab, conditional=lambda path: [1.0 / vocab.size] * vocab.size)
+    tree = PrefixTree(lm, Unconstrained(vocab), DecodeRequest(prompt_ids=[]), prune_logprob=6.0)
+    tree.evaluate(tree.root)
+    kept = set(tree.root.candidates.tolist())
+    assert kept and kept < set(range(220))
+    reference = math.fsum(math.exp(float(v)) for i, v in enumerate(floats.tolist()) if i not in kept and v > -np.inf)
+    assert math.isclose(tree.root.tail_mass, reference, rel_tol=1e-7, abs_tol=0.0)
+    expected = [math.exp(float(floats[i])) for i in tree.root.candidates.tolist()]
+    assert np.allclose(tree.root.probs, expected, rtol=1e-6, atol=0.0)
+
+
+@pytest.mark.parametrize("name", ["adaptrack", "exact", "constrained", "map", "beam"])
+def test_a_finished_decode_leaves_no_nodes_for_the_garbage_collector(vocab, name):
+    """A node and its children refer to each other; a tree left so would keep its
+    vocabulary-sized arrays until the next full collection (MB per request in a server).
+    `result` breaks the cycles: with the collector off, no node outlives the decode."""
+    import gc
+
+    from adaptrack_lsp.completion.tree import Node
+
+    lm = uniform_lm(vocab)
+    constraint = WordsConstraint(vocab, [("a", "b", "c", "$"), ("c", "c", "c", "$")])
+    gc.collect()
+    gc.disable()
+    try:
+        result = get_decoder(name).decode(lm, constraint, DecodeRequest(prompt_ids=[], num_samples=3, seed=1))
+        left = sum(type(o) is Node for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert result.samples
+    assert left == 0

@@ -1,12 +1,13 @@
 """Giving memory that finished requests used back, over a long session.
 
-A request builds a prefix tree whose nodes link parent and children (reference cycles)
-and hold arrays the size of the vocabulary.  Cycles are freed only by a full garbage
-collection, which CPython runs when the objects that survived the last one grew by 25%:
-with the API index's jedi trees in memory (hundreds of thousands of objects) that is
-rare, so finished trees piled up and the server's resident memory climbed by tens of MB
-per 20 requests.  After a request's answer (next on the model thread, so that its time
-is not the request's) the service calls `FreeMemoryReleaser.after_request`,
+A request builds a prefix tree whose nodes link parent and children and hold arrays the
+size of the vocabulary.  The tree breaks those cycles when its decode ends
+(`PrefixTree.close`), so reference counting frees it at once.  What other code leaves in
+cycles is freed only by a full garbage collection, which CPython runs when the objects
+that survived the last one grew by 25%: with the API index's jedi trees in memory
+(hundreds of thousands of objects) that is rare.  After a request's answer (next on the
+model thread, so that its time is not the request's) the service calls
+`FreeMemoryReleaser.after_request`,
 which at most once per `interval_s` runs a full collection and asks glibc to return the
 free pages (``malloc_trim``; nothing elsewhere).  The first collection also freezes
 (`gc.freeze`) what is alive then (the loaded model, the parsed modules), so that later

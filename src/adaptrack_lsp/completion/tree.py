@@ -81,6 +81,8 @@ UNCHECKED, INVALID, VALID = -1, 0, 1
 TAIL = -1
 #: below this log-probability float32 exp loses precision (denormals) and then underflows
 FLOAT32_EXP_FLOOR = -80.0
+#: a tail mass below this is summed token by token (see `PrefixTree._kept_and_tail`)
+EXACT_TAIL_BELOW = 1e-6
 #: most siblings evaluated ahead in one forward pass (see the module docstring)
 MAX_SIBLING_BATCH = 32
 #: most distributions computed ahead and not used yet, per tree
@@ -240,6 +242,7 @@ class PrefixTree:
         self.deadline = None if request.timeout_s is None else self.started + float(request.timeout_s)
         self._special_or_padding = self._excluded_ids()
         self._excluded_list = np.flatnonzero(self._special_or_padding)
+        self._eligible_count = self.vocab.size - int(self._excluded_list.size)
         #: the LM gives top-K + tail distributions (see the module docstring)
         self.partial = bool(getattr(lm, "partial", False))
         #: partial distributions are the top-K truncation (temperature other than 1 when
@@ -460,6 +463,26 @@ class PrefixTree:
             probs[tiny] = np.exp(values[tiny].astype(np.float64))
         return probs
 
+    def _kept_and_tail(self, eligible: np.ndarray, keep: np.ndarray, kept: np.ndarray, tail: np.ndarray) -> tuple[np.ndarray, float]:
+        """(P of the kept ids as float64, the tail's mass): one exp over the vocabulary,
+        the tail's mass as the total less the kept ids' (both sums of the same values,
+        so exact but for float64 rounding, ~1e-16 of the total).  Below `EXACT_TAIL_BELOW`
+        that rounding would matter, and float32 underflow (ids under
+        `FLOAT32_EXP_FLOOR` count 0 here) too: the tail is then summed id by id."""
+        if not tail.any():
+            return self._probabilities(kept), 0.0
+        everything = np.exp(eligible)  # float32 stays float32: float64 exp over 150k ids costs ms
+        kept_values = everything[keep]
+        probs = kept_values.astype(np.float64)
+        if kept.dtype != np.float64:
+            tiny = kept < FLOAT32_EXP_FLOOR
+            if tiny.any():
+                probs[tiny] = np.exp(kept[tiny].astype(np.float64))
+        tail_mass = float(everything.sum(dtype=np.float64)) - float(kept_values.sum(dtype=np.float64))
+        if tail_mass < EXACT_TAIL_BELOW:
+            tail_mass = float(self._probabilities(eligible[tail]).sum())
+        return probs, tail_mass
+
     def evaluate(self, node: Node, validity: str = "none") -> None:
         """Ask the LM for P(.|node) once; store the candidates compactly.
 
@@ -481,7 +504,8 @@ class PrefixTree:
             self._evaluate_partial(node, validity)
             return
         logprobs = self._first_distribution(node)
-        eligible = self._eligible(self._scaled(logprobs))
+        scaled = self._scaled(logprobs)
+        eligible = self._eligible(scaled)
         best = float(eligible.max())
         possible = eligible > -np.inf
         likely = eligible >= best - self.prune_logprob
@@ -491,7 +515,8 @@ class PrefixTree:
             valid_mask = np.asarray(self.constraint.mask(node.state), dtype=bool)[: self.vocab.size]
             self.counters.constraint_seconds += time.perf_counter() - start
             self.counters.constraint_checks += int(np.count_nonzero(likely))
-            if (valid_mask & ~possible & ~self._special_or_padding).any():
+            # a valid token of probability 0 needs an impossible token besides the excluded
+            if np.count_nonzero(possible) < self._eligible_count and (valid_mask & ~possible & ~self._special_or_padding).any():
                 self.zero_probability_valid += 1
         if best == -np.inf:
             keep = np.zeros(self.vocab.size, dtype=bool)
@@ -505,10 +530,12 @@ class PrefixTree:
         node.candidates = candidates
         # a boolean mask selects the same ascending ids as `candidates`, 3x faster than
         # gathering them by index over a 152k vocabulary
-        node.raw_logprobs = logprobs[keep]
-        node.probs = self._probabilities(eligible[keep])
+        kept = eligible[keep]
+        # kept ids are possible, hence not excluded: at temperature 1 `eligible` holds
+        # the LM's own values there
+        node.raw_logprobs = kept if scaled is logprobs else logprobs[keep]
         tail = possible & ~keep
-        node.tail_mass = float(self._probabilities(eligible[tail]).sum()) if tail.any() else 0.0
+        node.probs, node.tail_mass = self._kept_and_tail(eligible, keep, kept, tail)
         if not node.valid:
             node.validity = np.full(candidates.size, INVALID, dtype=np.int8)
             node.child_q = np.zeros(candidates.size)
@@ -518,7 +545,7 @@ class PrefixTree:
             node.child_q = np.ones(candidates.size)
             node.tail_q = 1.0
         else:
-            node.validity = np.where(valid_mask[keep], VALID, INVALID).astype(np.int8)
+            node.validity = valid_mask[keep].view(np.int8)  # True/False are VALID/INVALID
             node.tail_invalid = True  # every valid token is a candidate
             node.checked = True
             if validity == "apply":
@@ -1092,6 +1119,20 @@ class PrefixTree:
         """Why Q[root] is 0: nothing valid, or nothing valid the model allows."""
         return ZERO_PROBABILITY if self.zero_probability_valid else NO_VALID_COMPLETION
 
+    def close(self) -> None:
+        """Break the tree's reference cycles (a node and its children refer to each other)
+        so that its nodes and their vocabulary-sized arrays are freed as soon as the tree
+        is dropped, not at the next full garbage collection (a few MB per request pile up
+        in between).  The tree is not used afterwards; `result` closes it."""
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.children:
+                stack.extend(node.children.values())
+                node.children = {}
+        self._ahead.clear()
+        self.change_log = None
+
     def result(
         self,
         samples: list[Sample],
@@ -1113,6 +1154,7 @@ class PrefixTree:
         status, message = decide_status(
             samples, failures, self.root.q, timed_out=timed_out, stopped=stopped, gave_up=gave_up, exhausted=exhausted
         )
+        self.close()
         if status == "no_valid_completion":
             message = self.no_valid_message()
         return DecodeResult(

@@ -64,6 +64,7 @@ def run_samples(
     try:
         for index in range(wanted):
             if index and not share_tree:
+                tree.close()
                 tree = build(counters)
             try:
                 leaf = sample_one(tree, rng)
