@@ -41,6 +41,7 @@ rules, a GLR-style LALR recognizer, and where in the document a request starts p
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -52,6 +53,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from adaptrack_lsp.apis.document import common_prefix_length
 from adaptrack_lsp.constrainers.base import Constrainer, State
 from adaptrack_lsp.constrainers.python_lexemes import (
     _BACKSLASH,
@@ -1065,12 +1067,72 @@ class _Line:
     opens: str | None = None
 
 
+#: (text, its spans, where its unfinished line starts) of the last `line_spans` call,
+#: replaced as one object (threads share it)
+_last_spans: tuple = ("", (), 0)
+#: characters a span's scan may read past its end (``\r\n``); spans ending this close to
+#: a changed character are scanned again
+_SPAN_READ_AHEAD = 2
+
+
 def line_spans(text: str, deadline: float | None = None) -> tuple[list[tuple[int, int]], int]:
     """The spans of the complete logical lines of `text` (blank and comment lines
     included) and where the unfinished one (the cursor's) starts.  One regex pass;
-    lines nested deeper than the pattern knows are followed by `_scan_one`."""
-    spans: list[tuple[int, int]] = []
-    position = 0
+    lines nested deeper than the pattern knows are followed by `_scan_one`.
+
+    The scan reads left to right, so the spans of the last call that end before the
+    first changed character hold for `text` too: the next keystroke scans from there."""
+    global _last_spans
+    last_text, last_spans, last_tail = _last_spans
+    if last_text == text:
+        return list(last_spans), last_tail
+    kept = 0
+    if last_spans:
+        reusable = common_prefix_length(last_text, text) - _SPAN_READ_AHEAD
+        kept = bisect.bisect_right(last_spans, (reusable + 1,)) if reusable > 0 else 0
+        while kept and last_spans[kept - 1][1] > reusable:
+            kept -= 1
+        kept = _stable_spans(last_text, last_spans, kept)
+    spans = list(last_spans[:kept])
+    tail = _scan_spans(text, spans[-1][1] if spans else 0, spans, deadline)
+    _last_spans = (text, tuple(spans), tail)
+    return spans, tail
+
+
+def _stable_spans(text: str, spans: tuple[tuple[int, int], ...], kept: int) -> int:
+    """How many of the first `kept` spans of `text` hold whatever text follows them.
+
+    One case reads past a span's end: at a triple quote the pattern first tries a
+    triple-quoted string, which reads on to its closing quotes; without any, it falls
+    back to an empty string and a one-line string (``x = \"\"\"a"``), and closing quotes
+    typed later would turn the line into the start of a longer one.  Such a try fails
+    only at or after the last triple quote of its kind that no backslash precedes (an
+    earlier try finds that one), so only the spans around it are checked: the span
+    alone, closing quotes of both kinds after it, must still end where it ended."""
+    if _LOGICAL_LINE is None:  # `_scan_one` alone: a forward scan, never past a span's end
+        return kept
+    for quotes in ('"""', "'''"):
+        last = text.rfind(quotes)
+        while last > 0 and text[last - 1] == "\\":
+            last = text.rfind(quotes, 0, last + len(quotes) - 1)
+        if last < 0:
+            continue
+        first = bisect.bisect_right(spans, (last - len(quotes) + 1,)) - 1
+        for index in range(max(0, first), kept):
+            start, end = spans[index]
+            if start >= last + len(quotes):
+                break
+            alone = text[start:end]
+            match = _LOGICAL_LINE.match(alone + '"""' + "'''\n")
+            if match is None or match.end() != len(alone):
+                kept = index
+                break
+    return kept
+
+
+def _scan_spans(text: str, position: int, spans: list[tuple[int, int]], deadline: float | None) -> int:
+    """Append the spans of the complete logical lines from `position` (a line start in
+    code) on to `spans`; returns where the unfinished line starts."""
     matches = _LOGICAL_LINE.finditer if _LOGICAL_LINE is not None else (lambda text, position: [None])
     while True:
         gap = False
@@ -1085,12 +1147,12 @@ def line_spans(text: str, deadline: float | None = None) -> tuple[list[tuple[int
             spans.append((start, end))
             position = end
         if not gap:
-            return spans, position
+            return position
         if deadline is not None and time.perf_counter() > deadline:
             raise SyntaxCheckOff("the document is too long to scan in time")
         end = _scan_one(text, position)
         if end < 0:
-            return spans, position
+            return position
         spans.append((position, end))
         position = end
 

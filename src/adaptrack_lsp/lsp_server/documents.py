@@ -31,11 +31,18 @@ def lsp_lines(text: str) -> list[str]:
 
 
 class LspTextDocument(TextDocument):
-    """A pygls text document whose lines end at LSP line breaks only."""
+    """A pygls text document whose lines end at LSP line breaks only (split once per
+    text: a request maps positions several times)."""
+
+    _split: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def lines(self) -> Sequence[str]:
-        return tuple(lsp_lines(self.source))
+        source = self.source
+        split = self._split
+        if split is None or split[0] is not source:
+            split = self._split = (source, tuple(lsp_lines(source)))
+        return split[1]
 
 
 class LspWorkspace(Workspace):
