@@ -1,5 +1,6 @@
 """parso's disk cache after a process was killed while writing it: a truncated pickle is
-a miss, not an error, and a save that fails half-way leaves the previous file whole."""
+a miss, not an error, and a save that fails half-way leaves the previous file whole; its
+module cache in memory is released when the index is idle."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import jedi
@@ -105,3 +107,24 @@ def test_index_answers_through_a_truncated_jedi_cache(tmp_path, monkeypatch):
     assert path_exists(second, ("json", "encoder", "JSONEncoder")) is True
     assert path_exists(second, ("json", "encoder", "no_such_class")) is False
     assert any(path.stat().st_size > 0 for path in _cache_files(jedi_cache)), "nothing was parsed again"
+
+
+def _modules_held() -> int:
+    return sum(len(modules) for modules in parso_cache.parser_cache.values())
+
+
+def test_parsed_modules_are_released_when_the_index_is_idle(monkeypatch):
+    """The parse trees jedi read stay for the look-ups of a burst and are released once
+    none came for `IDLE_RELEASE_S`; the index answers after it as before."""
+    from adaptrack_lsp.apis import jedi_index
+
+    monkeypatch.setattr(jedi_index, "IDLE_RELEASE_S", 2.0)
+    index = venv_index(runtime_introspection=False)
+    assert path_exists(index, ("json", "dumps")) is True
+    assert _modules_held() > 0
+    deadline = time.monotonic() + 30
+    while _modules_held() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _modules_held() == 0
+    assert path_exists(index, ("json", "encoder", "JSONEncoder")) is True
+    assert path_exists(index, ("json", "encoder", "no_such_class")) is False

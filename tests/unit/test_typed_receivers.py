@@ -335,6 +335,7 @@ def test_self_of_a_class_made_inside_a_function_may_get_names_later(explainer):
 def test_files_a_document_leans_on_are_looked_up_again(tmp_path, monkeypatch):
     """The files found for a document are kept for `STATUS_SECONDS` (typing asks on every
     keystroke); past it a new conftest.py is found, and an edited helper is read again."""
+    from adaptrack_lsp import timed_cache
     from adaptrack_lsp.apis import project_attributes
     from adaptrack_lsp.apis.document import DocumentAnalysis
 
@@ -345,5 +346,5 @@ def test_files_a_document_leans_on_are_looked_up_again(tmp_path, monkeypatch):
     assert project_attributes.assigned_beside(document, analysis) == {"first"}
     (tmp_path / "conftest.py").write_text("def client(c):\n    c.second = 2\n")
     (tmp_path / "helper.py").write_text("def make(c):\n    c.first_renamed = 1\n")
-    monkeypatch.setattr(project_attributes, "STATUS_SECONDS", 0.0)
+    monkeypatch.setattr(timed_cache, "STATUS_SECONDS", 0.0)
     assert project_attributes.assigned_beside(document, analysis) == {"first_renamed", "second"}

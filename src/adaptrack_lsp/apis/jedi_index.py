@@ -38,7 +38,8 @@ gets ``None`` (unknown = unconstrained) when the answer is not ready, while the 
 finishes in the background and fills the cache (`ready` and `prefetch` let a caller
 never wait).  Answers are cached in memory and on disk (`index_cache`: per interpreter
 path + Python version, package name + version, and the module files' size and mtime),
-so a new process answers from disk without starting jedi.  The interpreter is asked
+so a new process answers from disk without starting jedi.  The parse trees jedi read
+are released once no look-up came for `IDLE_RELEASE_S`.  The interpreter is asked
 for its version and ``sys.path`` once, with a time limit; one that does not answer
 makes the index unconstrained with a `problem` saying why.
 """
@@ -107,8 +108,29 @@ def _between_lookups() -> None:
         return
     make_crash_safe()  # a cache file a killed process left half written is a miss, not an error
     parso_cache._CACHED_SIZE_TRIGGER = 10**9  # no collection in the middle of an inference
-    if sum(len(modules) for modules in parso_cache.parser_cache.values()) > PARSO_CACHE_LIMIT:
-        parso_cache.parser_cache.clear()
+    _release_parsed_modules(above=PARSO_CACHE_LIMIT)
+
+
+#: seconds without a look-up after which parso's module cache is emptied
+#: (`_release_parsed_modules`)
+IDLE_RELEASE_S = 30.0
+
+
+def _release_parsed_modules(above: int = 0) -> int:
+    """Empty parso's module cache (the parse trees jedi read) when it holds more than
+    `above` modules; returns how many it held.  The index keeps its answers itself, in
+    memory and on disk, so the trees serve only the next look-ups of a burst; left in
+    memory they hold 100 MB or more (numpy's stubs and sources), and a look-up after the
+    release reads them again from parso's disk cache.  Called with `_JEDI_LOCK` held (or
+    on the look-up thread between look-ups): no inference is running."""
+    try:
+        import parso.cache as parso_cache
+    except ImportError:  # pragma: no cover - jedi depends on parso
+        return 0
+    held = sum(len(modules) for modules in parso_cache.parser_cache.values())
+    if held > above:
+        parso_cache.parser_cache.clear()  # jedi holds this very dict: emptied, not replaced
+    return held
 
 
 #: seconds before a path whose lookup failed (timeout, crash) is tried again
@@ -613,8 +635,17 @@ class JediIndex(APIIndex):
         raise AssertionError("unreachable")
 
     def _run_jobs(self) -> None:
+        idle = False  # the parsed modules were released since the last look-up
         while True:
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=None if idle else IDLE_RELEASE_S)
+            except queue.Empty:
+                with _JEDI_LOCK:
+                    released = _release_parsed_modules()
+                log.debug("API index: idle for %.0f s; released %d parsed modules", IDLE_RELEASE_S, released)
+                idle = True
+                continue
+            idle = False
             if job is None:
                 return
             key, future = job
