@@ -14,7 +14,7 @@ Last line: ``... last_half_growth_mb=... last_half_slope_mb_per_100_requests=...
 rss_growth_mb_after_warmup=...``: growth from the end of the warm-up rounds to the end
 and over the last half (each level is the median of the 5 samples ending at that round:
 single samples saw-tooth with the memory release), and the least-squares slope of RSS
-over the last half (goal: <= 100 MB after the warm-up, and a slope near 0).
+over the last half (goal: <= 50 MB after the warm-up, and a slope near 0).
 """
 
 from __future__ import annotations

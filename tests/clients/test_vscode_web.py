@@ -271,6 +271,18 @@ def _cursor(page) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
+def _settled_cursor(page, expected: tuple[int, int], timeout_s: float = 5.0) -> tuple[int, int]:
+    """`_cursor` once it reads `expected` or `timeout_s` passed: the status bar follows an
+    edit a moment later than the editor's lines (a read right after Tab saw the column
+    from before it)."""
+    deadline = time.monotonic() + timeout_s
+    found = _cursor(page)
+    while found != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = _cursor(page)
+    return found
+
+
 def _editor_line(page, line: int) -> str:
     lines = _editor_lines(page)
     return lines[line] if line < len(lines) else ""
@@ -313,7 +325,7 @@ def test_ghost_text_appears_and_tab_accepts_it(workbench):
         f"() => !document.querySelector('{EDITOR} .ghost-text-decoration')", timeout=10000
     )
     assert _editor_line(page, LINE) == TYPED + ghost
-    assert _cursor(page) == (LINE + 1, len(TYPED + ghost) + 1)
+    assert _settled_cursor(page, (LINE + 1, len(TYPED + ghost) + 1)) == (LINE + 1, len(TYPED + ghost) + 1)
     assert (folder / "example.py").read_text().splitlines()[LINE] == TYPED, "the file on disk is untouched"
 
 
