@@ -348,3 +348,45 @@ def test_files_a_document_leans_on_are_looked_up_again(tmp_path, monkeypatch):
     (tmp_path / "helper.py").write_text("def make(c):\n    c.first_renamed = 1\n")
     monkeypatch.setattr(timed_cache, "STATUS_SECONDS", 0.0)
     assert project_attributes.assigned_beside(document, analysis) == {"first_renamed", "second"}
+
+
+def _reachable_definitions(node, byte_offset: int, found: list) -> None:
+    """Every definition starting before the cursor that the scopes may consider: the
+    walk into every statement that can hold one, pruned nowhere (the reference)."""
+    from adaptrack_lsp.apis.receivers import _DEFINITIONS, _HOLDS_DEFINITIONS
+
+    for child in node.children:
+        if child.start_byte >= byte_offset:
+            break
+        if child.type in _DEFINITIONS:
+            found.append(child)
+        if child.type in _HOLDS_DEFINITIONS:
+            _reachable_definitions(child, byte_offset, found)
+
+
+@pytest.mark.parametrize("module", ["argparse", "dataclasses", "json.decoder", "asyncio.base_events", "unittest.case"])
+def test_the_definitions_walked_for_the_cursors_scopes_are_every_one_that_encloses_it(module):
+    """`_definitions` walks only into the statements that may still be open at the
+    cursor; the definitions enclosing it (`_encloses`) are those of the unpruned walk, at
+    random cursors of real modules: whole, cut at the cursor (the text being typed), and
+    cut with a line begun after it at various indentations."""
+    import importlib
+    import random
+
+    from adaptrack_lsp.apis.document import DocumentAnalysis
+    from adaptrack_lsp.apis.receivers import _definitions, _encloses
+
+    text = open(importlib.import_module(module).__file__, encoding="utf-8").read()
+    rng = random.Random(module)
+    for _ in range(30):
+        offset = rng.randrange(len(text) + 1)
+        begun = text[:offset] + "\n" + " " * rng.choice([0, 4, 8, 12]) + "x"
+        for document, cursor in ((text, offset), (text[:offset], offset), (begun, len(begun))):
+            analysis = DocumentAnalysis.parse(document)
+            at = analysis.byte_offset(cursor)
+            walked, every = [], []
+            _definitions(analysis.tree.root_node, at, walked)
+            _reachable_definitions(analysis.tree.root_node, at, every)
+            assert {d.byte_range for d in walked} <= {d.byte_range for d in every}
+            enclosing = {d.byte_range for d in walked if _encloses(analysis.data, d, at)}
+            assert enclosing == {d.byte_range for d in every if _encloses(analysis.data, d, at)}, (module, cursor)

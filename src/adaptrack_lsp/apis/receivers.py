@@ -292,16 +292,41 @@ def _encloses(source: bytes, node, byte_offset: int) -> bool:
     return True
 
 
+_DEFINITIONS = ("function_definition", "class_definition")
+#: where a definition may lie, below the module
+_HOLDS_DEFINITIONS = frozenset(
+    (*_DEFINITIONS, "decorated_definition", "block", "if_statement", "for_statement", "while_statement", "try_statement",
+     "with_statement", "else_clause", "elif_clause", "except_clause", "finally_clause", "match_statement", "case_clause",
+     "ERROR")
+)
+
+
 def _definitions(node, byte_offset: int, found: list) -> None:
-    for child in node.children:
-        if child.start_byte >= byte_offset:
-            break
-        if child.type in ("function_definition", "class_definition"):
-            found.append(child)
-        if child.type in ("function_definition", "class_definition", "decorated_definition", "block", "if_statement",
-                          "for_statement", "while_statement", "try_statement", "with_statement", "else_clause",
-                          "elif_clause", "except_clause", "finally_clause", "match_statement", "case_clause", "ERROR"):
-            _definitions(child, byte_offset, found)
+    """The definitions below `node` that may enclose the cursor at `byte_offset` (a
+    superset of those `_encloses` accepts), in no particular order.  A child that
+    starts before the cursor and ends before it is closed (with every definition inside
+    it) by its next named sibling, comments aside, when that is a statement on a later
+    line, before the cursor, indented no deeper than the child: `_encloses` meets that
+    line between the definition and the cursor.  So a document's other functions are
+    never walked into.  (``ERROR`` nodes, whose columns say nothing, are always.)"""
+    following = None  # the next named sibling, comments aside, of the child at hand
+    for child in reversed(node.children):
+        if child.start_byte < byte_offset and (
+            child.end_byte >= byte_offset
+            or following is None
+            or following.start_byte >= byte_offset
+            or following.type == "ERROR"
+            or child.type == "ERROR"
+            or following.start_point[0] <= child.end_point[0]
+            or following.start_point[1] > child.start_point[1]
+        ):
+            kind = child.type
+            if kind in _DEFINITIONS:
+                found.append(child)
+            if kind in _HOLDS_DEFINITIONS:
+                _definitions(child, byte_offset, found)
+        if child.is_named and child.type != "comment":
+            following = child
 
 
 def _scopes(tree, source: bytes, byte_offset: int) -> list[_Scope]:
