@@ -495,6 +495,10 @@ class StaticCacheLanguageModel(HFLanguageModel):
                 )
         if last_only:
             logprobs = logprobs[-1:]
+        if logprobs.device.type == "cuda":
+            # the launch returns at once: wait here, so that the forward's time is counted
+            # as the forward's, not where the log-probabilities are copied to the host
+            torch.cuda.synchronize(logprobs.device)
         buffers.writes.length = len(self._ids)
         self.forward_seconds += time.perf_counter() - started
         self.forward_calls += 1
