@@ -311,10 +311,18 @@ def numpy_targets():
 
 
 def _environments(explainer) -> dict[str, str]:
-    """version -> interpreter of the environment each numpy target was indexed in."""
+    """version -> interpreter of the environment each numpy target was indexed in (as
+    `targets.target_environment` finds it: resolved as of the release's time where the
+    package index gives it, else as of today)."""
+    from adaptrack_lsp.apis.dated_resolution import ReleaseDatesUnavailable, cutoff
+
     found = {}
     for target in explainer.index.targets:
-        environment = find_environment([f"numpy=={target.version}"])
+        try:
+            as_of = cutoff("numpy", target.version)
+        except ReleaseDatesUnavailable:
+            as_of = None
+        environment = find_environment([f"numpy=={target.version}"], as_of=as_of)
         assert environment is not None and environment.version_of("numpy") == target.version
         found[target.version] = str(environment.python)
     return found
