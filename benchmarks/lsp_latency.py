@@ -229,9 +229,8 @@ def in_process_split(settings: dict, documents: list[str], uri: str) -> tuple[li
     server builds them (the document's analysis edited keystroke by keystroke): (ms from
     reading the document to the answer, split per request, LM calls per request) for
     the measured requests."""
-    from urllib.parse import unquote, urlparse
-
     from adaptrack_lsp.completion.pipeline import run
+    from adaptrack_lsp.completion.project_context import document_path
     from adaptrack_lsp.completion.request import RequestControl
     from adaptrack_lsp.completion.service import CompletionService
     from adaptrack_lsp.config import parse_settings
@@ -243,7 +242,7 @@ def in_process_split(settings: dict, documents: list[str], uri: str) -> tuple[li
     service = CompletionService(parsed)
     analyses = DocumentAnalyses()
     analyses.opened(uri, documents[0])
-    path = unquote(urlparse(uri).path)
+    path = document_path(uri)  # as the server lists its open documents
     try:
         service.load()
         times, splits, calls = [], [], []

@@ -473,7 +473,7 @@ class PrefixTree:
         if tail is None:
             return self._probabilities(kept), 0.0
         everything = np.exp(eligible)  # float32 stays float32: float64 exp over 150k ids costs ms
-        kept_values = everything.take(candidates)  # by index: a boolean gather costs 5-15x more
+        kept_values = everything.take(candidates)  # by index: a boolean gather costs several times more
         probs = kept_values.astype(np.float64)
         if kept.dtype != np.float64:
             tiny = kept < FLOAT32_EXP_FLOOR
@@ -529,7 +529,8 @@ class PrefixTree:
         else:
             keep = likely
         ids = np.flatnonzero(keep)
-        # gathered by index: a boolean mask's gather costs 5-15x more (branchy, per id)
+        # gathered by index: a boolean mask's gather costs several times more (branchy, per
+        # id; benchmarks/node_work.py)
         kept = eligible.take(ids)
         node.candidates = candidates = ids.astype(np.int32)
         # kept ids are possible, hence not excluded: at temperature 1 `eligible` holds
