@@ -326,3 +326,61 @@ def test_rejection_reasons_name_the_chain_as_written(text, reason):
 def test_rejection_of_an_accepted_text_falls_back_to_the_default():
     monitor, state = monitor_after("")
     assert "rejects" in monitor.rejection(state, "np.prod")
+
+
+# -- what one request leaves the next ----------------------------------------------------------
+class _AnsweringIndex(APIIndex):
+    """An index whose answers are replaced between requests, as a live index's are when it
+    learns more (a new mapping, never the old one changed)."""
+
+    def __init__(self, answers):
+        self.answers = dict(answers)
+
+    def members(self, path):
+        return self.answers.get(tuple(path))
+
+
+def _members(*names):
+    from adaptrack_lsp.apis.index import Member
+
+    return {name: Member(name, "function") for name in names}
+
+
+def test_the_next_request_sees_a_new_answer_and_shares_an_unchanged_one():
+    """Requests share what a path's members cost to prepare (names, prefixes, token
+    groups) while the index gives the same answer; an answer replaced since, a document
+    that assigns other attributes, or a path opened for new attributes gets its own."""
+    from adaptrack_lsp.completion.lm.loading import load_model
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    vocab = load_model("tiny", device="cpu").vocab
+    document = "import numpy as np\n"
+    index = _AnsweringIndex({("numpy",): _members("zeros", "zebra", "ones")})
+
+    def request(assigned=frozenset()):
+        monitor = ApiMonitor(index, assigned_attributes=assigned)
+        context = ConstraintContext(document, document + "x = np.z")
+        tokens = TokenIndex(monitor, vocab, context=context)
+        state = tokens.initial_state()
+        mask = tokens.mask(state)
+        allowed = {vocab.texts[t] for t in range(vocab.num_defined) if mask[t] and vocab.texts[t].isidentifier()}
+        return monitor, state, allowed
+
+    first, state, allowed = request()
+    assert {"e", "er", "ero"} <= allowed  # zeros, zebra
+    second, _, again = request()
+    assert second.path_info(("numpy",)) is first.path_info(("numpy",))
+    assert again == allowed
+    # the index learned more: a new answer without `zeros`
+    index.answers[("numpy",)] = _members("zebra", "ones")
+    third, state, after = request()
+    assert third.path_info(("numpy",)) is not first.path_info(("numpy",))
+    assert "e" in after and not {"er", "ero"} & after and third.check(state, "ero") is None
+    assert first.check(first.start(ConstraintContext(document, document + "x = np.z")), "ero") is not None
+    # other assigned attributes (an instance path's extra names) and an opened path
+    instance = ("numpy", "ndarray", "()")
+    index.answers[instance] = _members("sum")
+    plain = ApiMonitor(index).path_info(instance)
+    names = ApiMonitor(index, assigned_attributes=frozenset({"total"})).path_info(instance)
+    assert "total" in names.members and "total" not in plain.members
+    assert not plain.open_values

@@ -103,6 +103,21 @@ def test_healing_with_non_concatenating_tokenizer_falls_back_to_split_encoding()
     assert vocab.decode(plan.prompt_ids) == " x = np"
 
 
+def test_healing_backs_up_tokens_only_where_they_spell_the_end_of_the_text():
+    """Healing backs up the last tokens only when they spell the window's last bytes: a
+    tokenizer that rewrites a character (as many bytes in all) falls back too."""
+    vocab = make_vocab()
+    lm = TabularLM(vocab, default=[1.0 / vocab.size] * vocab.size)
+
+    def encode_rewriting_the_last_character(text: str) -> list[int]:
+        return lm.encode(text[:-1] + ("X" if text else ""))
+
+    builder = PromptBuilder(vocab=vocab, encode=encode_rewriting_the_last_character)
+    plan = builder.build("x = np.lin", 10)
+    assert plan.heal_text == ".lin"
+    assert vocab.decode(plan.prompt_ids) == "x = nX"
+
+
 # -- FIM ---------------------------------------------------------------------------------
 class FakeTokenizer:
     def __init__(self, vocab: dict[str, int], bos: int | None = None):

@@ -129,3 +129,35 @@ def test_the_stop_rule_only_looks_at_what_a_token_added(lines, line_prefix, heal
             break
         for end in range(checked, len(generated) + 1):
             assert plan.stop_index(generated[:end], checked) == plan.stop_index(generated[:end]), (generated[:end], checked)
+
+
+def test_the_modules_beside_a_document_are_listed_again_when_its_folder_changes(tmp_path):
+    """Every keystroke asks which modules sit beside the document: the folder is listed
+    again only when it changed, and a listing made right after a change is not kept (a
+    coarse file-system clock may give the next change the same time)."""
+    import os
+
+    from adaptrack_lsp.completion.request import SETTLE_S, modules_beside
+
+    (tmp_path / "helper.py").write_text("x = 1\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "notes.txt").write_text("")
+    document = (tmp_path / "main.py").as_uri()
+
+    def settle():  # the folder last changed well before the listing
+        past = os.stat(tmp_path).st_mtime - 10 * SETTLE_S
+        os.utime(tmp_path, (past, past))
+
+    settle()
+    first = modules_beside(document)
+    assert first == {"helper", "pkg"}
+    assert modules_beside(document) is first  # kept: nothing changed
+    (tmp_path / "other.py").write_text("")
+    changed = os.stat(tmp_path).st_mtime_ns
+    assert modules_beside(document) == {"helper", "pkg", "other"}  # listed right after a change
+    # a change the folder's time does not show (the same time as before): seen, since the
+    # listing was made less than SETTLE_S after that time
+    (tmp_path / "late.py").write_text("")
+    os.utime(tmp_path, ns=(changed, changed))
+    assert "late" in modules_beside(document)
+    assert modules_beside(tmp_path.joinpath("missing", "x.py").as_uri()) == frozenset()

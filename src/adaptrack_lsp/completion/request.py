@@ -186,25 +186,50 @@ def _assigned_names(offset: int, analysis: DocumentAnalysis, roots, document: st
     return names
 
 
+#: folder -> (its modification time, when it was listed, the module names it offers)
+_FOLDER_MODULES: dict[str, tuple[int, float, frozenset[str]]] = {}
+#: folders whose listing is kept
+FOLDERS_KEPT = 64
+#: a listing made this soon after the folder changed is made again (a file system whose
+#: clock is coarse may show the next change with the same time)
+SETTLE_S = 2.0
+
+
 def modules_beside(document: str) -> frozenset[str]:
     """The module names a file's folder offers (``helper.py``, ``pkg/``), for a document
-    given as a ``file:`` URI or a path; empty for anything else.  Only names are read."""
+    given as a ``file:`` URI or a path; empty for anything else.  Only names are read,
+    and again only when the folder has changed since (every keystroke asks)."""
     found = document_path(document)
     if found is None:
         return frozenset()
-    from pathlib import Path
+    import os
+    import time
 
-    path = Path(found)
+    folder = os.path.dirname(os.path.abspath(found))
     try:
-        entries = list(path.parent.iterdir()) if path.parent.is_dir() else []
+        changed = os.stat(folder).st_mtime_ns
     except OSError:
         return frozenset()
+    kept = _FOLDER_MODULES.get(folder)
+    if kept is not None and kept[0] == changed and kept[1] - changed / 1e9 > SETTLE_S:
+        return kept[2]
+    listed = time.time()
     names = set()
-    for entry in entries[:5000]:
-        stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
-        if stem.isidentifier() and (entry.name.endswith(".py") or entry.is_dir()):
-            names.add(stem)
-    return frozenset(names)
+    try:
+        with os.scandir(folder) as entries:
+            for count, entry in enumerate(entries):
+                if count >= 5000:
+                    break
+                stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
+                if stem.isidentifier() and (entry.name.endswith(".py") or entry.is_dir()):
+                    names.add(stem)
+    except OSError:
+        return frozenset()
+    if len(_FOLDER_MODULES) >= FOLDERS_KEPT:
+        _FOLDER_MODULES.clear()
+    offered = frozenset(names)
+    _FOLDER_MODULES[folder] = (changed, listed, offered)
+    return offered
 
 
 def cursor_paths(

@@ -156,10 +156,13 @@ class _PathInfo:
     attribute may exist); ``"values"`` -> `open_values` (unlisted names are data, e.g.
     a DataFrame's columns: they may be read but not called)."""
 
-    __slots__ = ("members", "open_values", "prefixes", "sorted_names")
+    __slots__ = ("groups", "members", "open_values", "prefixes", "sorted_names")
 
     def __init__(self, members: Mapping[str, Member] | None, extra: frozenset[str] = frozenset()):
         self.open_values = False
+        #: (token table, partial) -> the table's token groups for members starting with
+        #: partial (`_ApiMasks._groups`), kept with the names they were computed from
+        self.groups: dict = {}
         if members is not None and ANY_ATTRIBUTE in members:
             if members[ANY_ATTRIBUTE].kind != "values":
                 members = None
@@ -175,6 +178,37 @@ class _PathInfo:
                 name[:k] for name in self.members for k in range(1, len(name) + 1)
             )
             self.sorted_names = sorted(self.members)
+
+
+#: `_PathInfo`s by (id of the index's answer, extra names, open): one document's requests
+#: ask for the same paths keystroke after keystroke, and a path's name set with every
+#: name's prefixes costs as much to build as a mask.  Each entry holds the answer itself,
+#: so the id cannot be reused while it is cached; indexes answer with new objects, never
+#: by changing an answer in place.
+_PATH_INFOS: dict[tuple[int, frozenset[str], bool], tuple[Mapping[str, Member], _PathInfo]] = {}
+#: entries kept before the cache starts again (numpy's 534 names with their prefixes
+#: take 0.3 MB)
+PATH_INFO_LIMIT = 64
+#: token groups kept per path (one per table and partial name)
+GROUPS_PER_PATH = 128
+
+
+def _shared_path_info(members: Mapping[str, Member] | None, extra: frozenset[str], opened: bool) -> _PathInfo:
+    """The `_PathInfo` of an index answer with the document's `extra` names; `opened`: the
+    path is ``self`` / ``cls`` of a class that may still grow (a new attribute, not a call)."""
+    if members is None:
+        return _PathInfo(None, extra)
+    key = (id(members), extra, opened)
+    found = _PATH_INFOS.get(key)
+    if found is not None and found[0] is members:
+        return found[1]
+    info = _PathInfo(members, extra)
+    if opened and info.members is not None:
+        info.open_values = True  # self.total = 0: a new attribute, not a call
+    if len(_PATH_INFOS) >= PATH_INFO_LIMIT:
+        _PATH_INFOS.clear()
+    _PATH_INFOS[key] = (members, info)
+    return info
 
 
 def _near(info: _PathInfo, partial: str, limit: int = 6) -> str:
@@ -278,9 +312,7 @@ class ApiMonitor(Constrainer):
             extra = self._module_edges.get(path, frozenset())
             if CALL in path or path in self.open_paths:  # an instance (or `cls`): the document may give it attributes
                 extra = extra | self.assigned_attributes
-            info = self._paths[path] = _PathInfo(members, extra)
-            if path in self.open_paths and info.members is not None:
-                info.open_values = True  # self.total = 0: a new attribute, not a call
+            info = self._paths[path] = _shared_path_info(members, extra, path in self.open_paths)
         return info
 
     def _may_be_written_later(self, path: tuple[str, ...], name: str) -> bool:
@@ -1110,8 +1142,6 @@ class _ApiMasks:
         self._base_after_dot: np.ndarray | None = None
         self._lead_after_dot_verdicts: np.ndarray | None = None
         self._unknown_dot_verdicts: np.ndarray | None = None
-        #: (table, path) -> token groups of every member of the path (state right after ".")
-        self._full_groups: dict = {}
 
     @classmethod
     def of(cls, monitor: ApiMonitor, index: TokenIndex, learned: tuple = ()) -> _ApiMasks:
@@ -1284,14 +1314,15 @@ class _ApiMasks:
 
     def _member_table(self, mask, table, info: _PathInfo, partial: str, state, path: tuple[str, ...]) -> None:
         """Tokens of `table` (identifier run + rest) valid in (_MEMBER, path, partial)."""
-        if partial:
-            pure_ids, free_ids, check_ids = self._groups(table, info, partial)
-        else:  # right after a dot: every member matches; the groups are kept per path
-            key = (id(table), path)
-            groups = self._full_groups.get(key)
-            if groups is None:
-                groups = self._full_groups[key] = self._groups(table, info, "")
-            pure_ids, free_ids, check_ids = groups
+        # kept with the path's names: the search's siblings, its backtracking and the next
+        # keystroke's request ask again
+        key = (table, partial)
+        groups = info.groups.get(key)
+        if groups is None:
+            if len(info.groups) >= GROUPS_PER_PATH:
+                info.groups.clear()
+            groups = info.groups[key] = self._groups(table, info, partial)
+        pure_ids, free_ids, check_ids = groups
         mask[pure_ids] = True
         if len(free_ids):
             # the rest after a complete name does not start with "."; it is lexed as code

@@ -166,6 +166,8 @@ def load_table() -> SyntaxTable:
 MAX_SHARED_NODES = 25_000
 #: masks a shared parser keeps per vocabulary (packed: a bit per token); full: cleared
 MAX_SHARED_MASKS = 256
+#: whether a state ends the program, kept on the shared parser (states before it starts again)
+MAX_SHARED_ENDS = 4096
 _NO_MASK = object()
 _shared_parsers: dict[int, _Parser] = {}
 _shared_lock = threading.Lock()
@@ -291,6 +293,8 @@ class _Parser:
         self._nodes: dict[tuple[int, int], _Stack] = {}
         self.root = self.push(None, table.start)
         self.start = frozenset((self.root,))
+        #: mask key -> whether the state ends a whole program (`PythonSyntax.is_complete`)
+        self.program_ends: dict = {}
         self._end_term = table.terminals["$END"]
         #: vocabulary -> (masks by `_mask_key`, mask walks, path verdicts): answers that
         #: depend only on this parser's stacks, kept while the parser is shared
@@ -600,7 +604,17 @@ class PythonSyntax(Constrainer):
         if state[1] == _FREE:
             return True
         if self.at_document_end:
-            return self._ends_program(state)
+            # a state's ending depends on the state alone: kept on the shared parser, for
+            # the siblings that share a mask key and the next keystroke's request
+            ends = self.parser.program_ends
+            key = _mask_key(state)
+            found = ends.get(key)
+            if found is None:
+                found = self._ends_program(state)
+                if len(ends) >= MAX_SHARED_ENDS:
+                    ends.clear()
+                ends[key] = found
+            return found
         return self._ends_insertion(state)
 
     def rejection(self, state: State, text: str) -> str:

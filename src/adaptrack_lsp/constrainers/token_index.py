@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from adaptrack_lsp.constrainers.base import Constrainer, State, TokenConstraint
+from adaptrack_lsp.constrainers.compose import AllOf
 
 if TYPE_CHECKING:  # pragma: no cover - the vocabulary is passed in; only its type is named
     from adaptrack_lsp.vocab import Vocabulary
@@ -292,8 +293,6 @@ class TokenIndex(TokenConstraint):
     # -- mask computation ---------------------------------------------------------------
     def compute_mask(self, state: State) -> np.ndarray:
         """A fresh (uncached) mask for `state`."""
-        from adaptrack_lsp.constrainers.compose import AllOf
-
         if state is END:
             return np.zeros(self.vocab.size, dtype=bool)
         constrainer = self.constrainer
