@@ -637,8 +637,7 @@ class PromptBuilder:
         """Whether the window's `ids` spell its bytes `data` as far as healing relies on
         it: as many bytes in all (a tokenizer that adds a leading space does not), and
         the last `MAX_HEAL_TOKENS` tokens, the most it backs up, exactly the bytes they
-        end with.  (Decoding the whole window to compare took a sixth of the prompt's
-        plan.)"""
+        end with (not the whole window decoded again on every keystroke)."""
         lengths = self.vocab.byte_lengths
         array = np.asarray(ids, dtype=np.int64)
         if array.max() >= lengths.size or int(lengths[array].sum()) != len(data):

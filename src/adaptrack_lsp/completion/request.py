@@ -17,7 +17,9 @@ the decode needs API members that are still being computed.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -202,9 +204,6 @@ def modules_beside(document: str) -> frozenset[str]:
     found = document_path(document)
     if found is None:
         return frozenset()
-    import os
-    import time
-
     folder = os.path.dirname(os.path.abspath(found))
     try:
         changed = os.stat(folder).st_mtime_ns

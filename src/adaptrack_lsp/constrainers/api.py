@@ -186,8 +186,7 @@ class _PathInfo:
 #: so the id cannot be reused while it is cached; indexes answer with new objects, never
 #: by changing an answer in place.
 _PATH_INFOS: dict[tuple[int, frozenset[str], bool], tuple[Mapping[str, Member], _PathInfo]] = {}
-#: entries kept before the cache starts again (numpy's 534 names with their prefixes
-#: take 0.3 MB)
+#: entries kept before the cache starts again (an entry holds every prefix of the names)
 PATH_INFO_LIMIT = 64
 #: token groups kept per path (one per table and partial name)
 GROUPS_PER_PATH = 128
