@@ -1,8 +1,9 @@
 """Inline-completion latency of the language server, where the time goes, and prompt
 tokens re-fed after an edit.
 
-Starts `adaptrack-lsp serve` over stdio with the built-in tiny model (every default
-constraint on: API chains, keyword names, Python syntax), opens a ~200-line file, and
+Starts `adaptrack-lsp serve` over stdio with the test model `tiny` (`--model builtin`: the
+default built-in model; every default constraint on: API chains, keyword names, Python
+syntax), opens a ~200-line file, and
 simulates typing ``x = np.`` on a new last line, over and over: after each keystroke
 (`didChange`) one `textDocument/inlineCompletion` request; latency is measured from
 sending the request to receiving its response (the server's whole work: prompt building,
@@ -38,6 +39,7 @@ Validity comes from a snapshot of the installed numpy unless `--live-index` (jed
 given, so that the first jedi look-up of numpy does not dominate the run.
 
     python benchmarks/lsp_latency.py [--requests 60] [--max-new-tokens 8]
+    python benchmarks/lsp_latency.py --model builtin --max-new-tokens 24   # the default model
     python benchmarks/lsp_latency.py --smoke   # 14 requests (two rounds of `x = np.`), 4 per diagnostics mode
 
 The smoke run exits 1 when p95 > 3 x p50 over its requests (a bimodal distribution: some
@@ -347,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--model", default="tiny", help="the model setting: tiny (default) or builtin")
     parser.add_argument("--decoder", default="adaptrack")
     parser.add_argument("--live-index", action="store_true", help="validity from jedi instead of a numpy snapshot")
     parser.add_argument("--threads", default="1", help="OMP_NUM_THREADS for the server (default 1)")
@@ -358,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", args.threads)  # the in-process split, as the server
     env = {**os.environ, "OMP_NUM_THREADS": args.threads, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     folder = Path(tempfile.mkdtemp(prefix="adaptrack-bench-"))
-    settings = {"model": "tiny", "maxNewTokens": args.max_new_tokens, "numSamples": 1, "decoder": args.decoder, "timeoutMs": 60000}
+    settings = {"model": args.model, "maxNewTokens": args.max_new_tokens, "numSamples": 1, "decoder": args.decoder, "timeoutMs": 60000}
     if not args.live_index:
         settings["apiSnapshot"] = numpy_snapshot(folder)
     uri = (folder / "bench.py").as_uri()

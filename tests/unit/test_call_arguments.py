@@ -1,5 +1,5 @@
 """Keyword arguments: the rules of `KeywordArguments` (which ``name=`` a resolved call
-takes), the document context (open calls, keywords already given, instance bindings),
+takes), the document context (open calls, keywords already given, typed receivers),
 bad input (unknown callees, failing indexes), the reasons in words, prefix-closedness,
 fast masks against brute force, and exact sampling under the constraint."""
 
@@ -22,8 +22,6 @@ from adaptrack_lsp.constrainers.call_arguments import (
     FRESH,
     KeywordArguments,
     KeywordChoice,
-    instance_bindings,
-    open_call,
     statement_start,
 )
 from adaptrack_lsp.constrainers.compose import AllOf
@@ -146,38 +144,55 @@ def test_keywords_in_the_document_and_multi_line_calls():
     assert verdict("a', keep_prob=1)", "tf.nn.dropout('") == 13
 
 
-def test_statement_start_and_open_call():
+def test_statement_start():
     assert statement_start("a = 1\nb = 2\n") == 12
     assert statement_start("a = (1,\n2\n") == 0
     assert statement_start("s = '''(\n'''\nx = f(\n") == 13
     assert statement_start("x = 1 \\\n+ 2") == 0  # a backslash continues the line
     assert statement_start("x = ')'\n(") == 8
     assert statement_start("x = 1)\ny") == 7  # unbalanced closers are noise
-    roots = {"tf": ("tensorflow",)}
-    assert open_call("y = tf.nn.dropout(x, rate=1, ", roots) == (("tensorflow", "nn", "dropout", "()"), ("rate",), True)
-    assert open_call("y = tf.nn.dropout(x, f(", roots) is None
-    assert open_call("y = tf.nn.dropout(x, ra", roots)[2] is False
-    assert open_call("y = g(", roots) is None
-    assert open_call("y = tf.nn.dropout(x)", roots) is None
 
 
-def test_instance_bindings_are_unambiguous_only():
-    roots = {"LR": ("sklearn", "linear_model", "LinearRegression"), "pd": ("pandas",)}
+def test_the_bindings_are_the_names_the_analysis_types_where_the_generation_starts():
+    """The constraint resolves ``model.fit(`` through the names the document's analysis
+    types at the end of the prefix (`receivers_at`, what the API monitor resolves), not
+    through a reading of its own: scopes count (a parameter of another function does not
+    shadow a module-level name), and a name bound otherwise too has no type."""
+    from adaptrack_lsp.apis.document import DocumentAnalysis
+    from adaptrack_lsp.apis.receivers import receivers_at
+
     document = (
+        "from sklearn.linear_model import LinearRegression as LR\n"
+        "import pandas as pd\n"
         "model = LR(fit_intercept=False)\n"
         "df = pd.read_csv('a.csv')\n"
-        "twice = LR()\ntwice = LR()\n"
         "loop = LR()\nfor loop in models: pass\n"
         "param = LR()\ndef f(param): pass\n"
-        "other = LR()\nother += 1\n"
         "tup = LR()\na, tup = 1, 2\n"
         "unknown = thing()\n"
         "pd = pd.read_csv('b')\n"
     )
-    assert instance_bindings(document, roots) == {
-        "model": ("sklearn", "linear_model", "LinearRegression", "()"),
-        "df": ("pandas", "read_csv", "()"),
-    }
+    constrainer = KeywordArguments(StaticIndex(NAMES, signatures=SIGNATURES))
+    constrainer.start(ConstraintContext(document=document, prefix=document))
+    model = ("sklearn", "linear_model", "LinearRegression", "()")
+    assert constrainer.bindings == {"model": model, "df": ("pandas", "read_csv", "()"), "param": model}
+    analysis = DocumentAnalysis.parse(document)
+    assert constrainer.bindings == receivers_at(analysis, len(document), analysis.roots)
+    # inside f, `param` is f's parameter: untyped
+    inside = document.replace("def f(param): pass\n", "def f(param):\n    ")
+    cut = inside.index("def f(param):\n    ") + len("def f(param):\n    ")
+    constrainer = KeywordArguments(StaticIndex(NAMES, signatures=SIGNATURES))
+    constrainer.start(ConstraintContext(document=inside, prefix=inside[:cut]))
+    assert "param" not in constrainer.bindings and constrainer.bindings["model"] == model
+
+
+def test_a_bound_name_is_a_callee():
+    """A method of a typed name takes only its signature's keywords."""
+    document = DOCUMENT + "def g(m: LinearRegression):\n    m.fit(X, "
+    constrainer = KeywordArguments(StaticIndex(NAMES, signatures=SIGNATURES))
+    state = constrainer.start(ConstraintContext(document=document, prefix=document))
+    assert constrainer.check(state, "sample_weight=w)") is not None
+    assert constrainer.check(state, "weights=w)") is None
 
 
 # -- bad input -----------------------------------------------------------------------------

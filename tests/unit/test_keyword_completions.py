@@ -171,6 +171,32 @@ def test_the_request_needs_the_open_call():
     assert CompletionRequest.build(closed, len(closed)).needed_paths == (("tensorflow",),)
 
 
+@pytest.mark.parametrize(
+    ("typed", "needed"),
+    [
+        ("tf.nn.dropout(\n        x,\n        ", (("tensorflow", "nn"), ("tensorflow", "nn", "dropout", "()"))),
+        ("tf . nn. dropout(x, ra", (("tensorflow", "nn"), ("tensorflow", "nn", "dropout", "()"))),
+        ("model.fit(X, ", (("sklearn", "linear_model", "LinearRegression", "()", "fit", "()"),)),
+        ("layer(", (("tensorflow", "keras", "layers", "Dense", "()", "()"),)),
+        ("LinearRegression(", (("sklearn", "linear_model"), ("sklearn", "linear_model", "LinearRegression", "()"))),
+        ("tf.nn.dropout(x, f(", ()),  # the innermost call does not resolve
+        ("tf.nn.dropout(x, [1, ", ()),  # inside a list within the arguments
+        ("a.b().c(", ()),  # no dotted callee
+        ("g(", ()),
+    ],
+)
+def test_the_request_asks_for_the_signature_of_the_innermost_open_call_that_resolves(typed, needed):
+    """Read from the document's analysis (its open call at the cursor) and the names the
+    request resolves (import aliases, typed receivers)."""
+    document = (
+        "import tensorflow as tf\nfrom sklearn.linear_model import LinearRegression\n"
+        "model = LinearRegression()\nlayer = tf.keras.layers.Dense(3)\n"
+        "def f():\n    y = " + typed
+    )
+    request = CompletionRequest.build(document, len(document))
+    assert request.needed_paths[2:] == needed
+
+
 @pytest.mark.parametrize("decoder", ["exact", "cars", "map", "beam", "constrained"])
 def test_every_decoder_keeps_keyword_ghost_text_valid(decoder):
     service = service_with(decoder=decoder)

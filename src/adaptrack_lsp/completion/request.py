@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
-from adaptrack_lsp.apis.index import CALL, members_key
+from adaptrack_lsp.apis.index import CALL, call_key, members_key
 from adaptrack_lsp.apis.project_attributes import assigned_beside
 from adaptrack_lsp.apis.receivers import AssignedNames, assigned_names, receivers_at
 from adaptrack_lsp.completion.project_context import ContextSources, ProjectContext, document_path, gather_context
@@ -143,7 +143,7 @@ class CompletionRequest:
             needed_paths=tuple(
                 dict.fromkeys(
                     cursor_paths(line_prefix, roots, receivers)
-                    + (open_call_paths(text, offset, {**receivers, **roots}) if settings.keyword_arguments else ())
+                    + (open_call_paths(analysis, offset, {**receivers, **roots}) if settings.keyword_arguments else ())
                 )
             ),
             chain_paths=chain_paths(line_prefix, roots, receivers),
@@ -258,19 +258,20 @@ def chain_paths(
     return tuple(members_key(chain[:depth]) for depth in range(len(root), len(chain) + 1))
 
 
-def open_call_paths(text: str, offset: int, roots: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+def open_call_paths(analysis: DocumentAnalysis, offset: int, names: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
     """The index paths the call the cursor is in needs (keyword arguments): the callee's
     parent's members and the call's signature (``tf.nn.dropout(x, `` -> tensorflow.nn,
-    tensorflow.nn.dropout())."""
-    from adaptrack_lsp.constrainers.call_arguments import instance_bindings, open_call
-
-    try:
-        found = open_call(text[:offset], roots, instance_bindings(text, roots))
-    except Exception:  # a document the lexer cannot read needs nothing more
+    tensorflow.nn.dropout()); () unless the innermost bracket open at `offset` (the
+    analysis's `open_call`) is a call whose callee resolves through `names` (import
+    aliases and typed receivers)."""
+    call = analysis.open_call(offset)
+    if call is None or call.nested or call.callee is None:
         return ()
-    if found is None:
+    head, *rest = (part.strip() for part in call.callee.split("."))
+    root = names.get(head)
+    if root is None:
         return ()
-    key = found[0]
+    key = call_key((*root, *rest))
     callee = key[:-1]
     needs = [callee[:-1]] if CALL not in callee and len(callee) > 1 else []
     return (*needs, key)

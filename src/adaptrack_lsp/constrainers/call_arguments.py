@@ -5,11 +5,12 @@
 the monitor (strings, comments and f-strings never trigger it), keeps the stack of open
 brackets, and resolves callees the way the monitor resolves chains: a chain on an
 import alias (``tf.nn.dropout(``, ``LinearRegression(`` after ``from sklearn.linear_model
-import LinearRegression``), or a method on a name the document binds once to such a call
-(``model = LinearRegression()`` ... ``model.fit(``; the type of what the call returns is
-the index's business: a class gives its instances, a function's result type comes from
-jedi).  The callee's parameters come from `APIIndex.signature` (call keys, see
-`api_index`).
+import LinearRegression``), or a method on a name whose type the document states where the
+generation starts (``model = LinearRegression()`` ... ``model.fit(``: the typed receivers
+of the document's analysis, `apis.receivers`, the ones the API monitor resolves; the type
+of what the call returns is the index's business: a class gives its instances, a
+function's result type comes from jedi).  The callee's parameters come from
+`APIIndex.signature` (call keys, see `api_index`).
 
 In the argument list of a resolved call, at the start of an argument (after ``(`` or a
 top-level ``,``), ``name`` followed by ``=`` and then by anything but another ``=`` (so
@@ -44,8 +45,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from adaptrack_lsp.apis.imports import learn_roots
+from adaptrack_lsp.apis.document import analysis_of
 from adaptrack_lsp.apis.index import CALL, APIIndex, Signature, call_key, dotted
+from adaptrack_lsp.apis.receivers import receivers_at
 from adaptrack_lsp.constrainers.base import Constrainer
 from adaptrack_lsp.constrainers.python_lexemes import code_starts
 
@@ -57,8 +59,6 @@ log = logging.getLogger(__name__)
 __all__ = [
     "KeywordArguments",
     "KeywordChoice",
-    "instance_bindings",
-    "open_call",
     "statement_start",
 ]
 
@@ -116,7 +116,7 @@ class Rejected(Exception):
         self.reason = reason
 
 
-# -- the document: statement starts, instance bindings, the call at the cursor --------------
+# -- the document: where the cursor's statement starts --------------------------------------
 def statement_start(prefix: str) -> int:
     """Start of the last line of `prefix` that begins in code, outside every bracket (and
     not continued by a backslash): lexing from there with an empty bracket stack gives
@@ -124,135 +124,13 @@ def statement_start(prefix: str) -> int:
     return code_starts(prefix)[1]
 
 
-#: a statement ``name = ...`` or ``name += ...``; group 3: the chain of ``name = CHAIN(``
-_ASSIGNMENT = re.compile(
-    r"^[ \t]*([A-Za-z_]\w*)[ \t]*((?:[-+*/%@&|^]|<<|>>|\*\*|//)?)=(?!=)[ \t]*"
-    r"(?:([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)[ \t]*\()?",
-    re.MULTILINE,
-)
-#: the other statements that bind names: loops, with/except/import-as, definitions,
-#: lambdas, walrus, global/nonlocal, tuple targets
-_WALRUS = re.compile(r"([A-Za-z_]\w*)[ \t]*:=")
-_TUPLE_TARGET = re.compile(r"^[ \t]*([A-Za-z_][\w. \t]*,[^\n=]*?)(?:[-+*/%@&|^]|<<|>>|\*\*|//)?=(?!=)", re.MULTILINE)
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-
-
-def _other_bindings(document: str) -> set[str]:
-    """Identifiers that statements other than ``name = ...`` may bind (a superset:
-    every identifier of a loop target, a definition header, a lambda's parameters, ...)."""
-    bound: set[str] = set()
-    position = document.find(":=")
-    while position >= 0:
-        found = _WALRUS.search(document, max(0, position - 200), position + 2)
-        if found is not None:
-            bound.add(found.group(1))
-        position = document.find(":=", position + 2)
-    for word in ("for", "as", "def", "class", "lambda", "global", "nonlocal"):
-        position = document.find(word)
-        while position >= 0:
-            end = position + len(word)
-            before = document[position - 1] if position else " "
-            after = document[end] if end < len(document) else " "
-            if (before in _ASCII_IDENT or before == ".") or (after in _ASCII_IDENT):
-                position = document.find(word, end)
-                continue
-            end_of_line = document.find("\n", end)
-            line_rest = document[end : len(document) if end_of_line < 0 else end_of_line]
-            if word == "for":
-                target = line_rest.split(" in ", 1)[0] if " in " in line_rest else line_rest
-                bound.update(_IDENTIFIER.findall(target))
-            elif word in ("as", "class", "global", "nonlocal"):
-                names = _IDENTIFIER.findall(line_rest)
-                bound.update(names if word in ("global", "nonlocal") else names[:1])
-            elif word == "lambda":
-                bound.update(_IDENTIFIER.findall(line_rest.split(":", 1)[0]))
-            else:  # def: the name and every identifier of the header, across lines
-                bound.update(_IDENTIFIER.findall(_header(document, end)))
-            position = document.find(word, end)
-    for match in _TUPLE_TARGET.finditer(document):
-        bound.update(_IDENTIFIER.findall(match.group(1)))
-    return bound
-
-
-def _header(document: str, start: int, limit: int = 4000) -> str:
-    """The text of a ``def`` header from `start` to its closing bracket (at most `limit`
-    characters; strings are not special: a superset is fine)."""
-    opening = document.find("(", start, start + limit)
-    if opening < 0:
-        return document[start : document.find("\n", start) if "\n" in document[start:] else len(document)]
-    depth = 0
-    for position in range(opening, min(len(document), opening + limit)):
-        char = document[position]
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                return document[start : position + 1]
-    return document[start : opening + limit]
-
-
-_BINDINGS_CACHE: dict[tuple, dict[str, tuple[str, ...]]] = {}
-_BINDINGS_CACHE_SIZE = 8
-
-
-def instance_bindings(document: str, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    """`find_instance_bindings`, cached for the last few (document, roots): a request
-    asks for the same document several times (building it, each decode)."""
-    key = (document, tuple(sorted(roots.items())))
-    found = _BINDINGS_CACHE.get(key)
-    if found is None:
-        found = find_instance_bindings(document, roots)
-        if len(_BINDINGS_CACHE) >= _BINDINGS_CACHE_SIZE:
-            _BINDINGS_CACHE.pop(next(iter(_BINDINGS_CACHE)))
-        _BINDINGS_CACHE[key] = found
-    return dict(found)
-
-
-def find_instance_bindings(document: str, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    """Names the document binds exactly once, by ``name = CHAIN(...)`` with CHAIN
-    resolved through `roots`, and in no other way: name -> the call key of CHAIN (its
-    instances' methods are looked up on what that call returns).  Ambiguous names
-    (assigned twice, loop variables, parameters, tuple targets, ...) are left out: a
-    wrong type would reject keywords the real object takes.  A few C-speed scans of the
-    document, whatever the number of names."""
-    assigned: dict[str, int] = {}
-    calls: dict[str, tuple[str, ...] | None] = {}
-    for match in _ASSIGNMENT.finditer(document):
-        name, augmented, chain = match.group(1), match.group(2), match.group(3)
-        assigned[name] = assigned.get(name, 0) + 1
-        if augmented or not chain or name in roots:
-            continue
-        parts = [part.strip() for part in chain.split(".")]
-        root = roots.get(parts[0])
-        if root is not None:
-            calls[name] = call_key((*root, *parts[1:]))
-    candidates = {name: key for name, key in calls.items() if assigned[name] == 1}
-    if not candidates:
-        return {}
-    other = _other_bindings(document)
-    return {name: key for name, key in candidates.items() if name not in other}
-
-
-def open_call(prefix: str, roots: Mapping[str, tuple[str, ...]], bindings: Mapping[str, tuple[str, ...]] | None = None):
-    """(call key, keywords already given, at an argument start) of the innermost open
-    bracket at the end of `prefix` when it is a resolved call, else None.  Cheap: lexes
-    from `statement_start` with a throw-away monitor that asks no index."""
-    monitor = KeywordArguments(None, roots=roots, bindings=bindings or {})
-    state = monitor.lex_prompt(prefix)
-    frames = state[4]
-    if not frames or frames[-1][0] is None:
-        return None
-    key, given = frames[-1][:2]
-    at_start = state[3] == _ARG_START and state[0] in (_FRESH, _COMMENT)
-    return key, given, at_start
-
-
 class KeywordArguments(Constrainer):
     """Keyword names in resolved calls must be parameters of the installed signature.
 
     One instance serves one document (like `ApiMonitor`): the first `start(context)`
-    learns the roots and instance bindings from ``context.document`` unless given.
+    learns the roots (the document's import aliases) and the bindings (the names typed at
+    the end of ``context.prefix``, `apis.receivers.receivers_at`) from the document's
+    analysis unless given.
     Signature and member look-ups are cached per instance; an index that raises counts
     as unknown (every keyword allowed), with the reason logged at debug level.
     """
@@ -283,16 +161,20 @@ class KeywordArguments(Constrainer):
     def bindings(self) -> dict[str, tuple[str, ...]]:
         return dict(self._bindings or {})
 
-    def _learn(self, document: str, analysis=None) -> None:
+    def _learn(self, document: str, prefix: str, analysis=None) -> None:
         if self._document == document:
             return
+        if analysis is None:
+            analysis = analysis_of(document)
         if not self._explicit_roots:
-            roots = analysis.roots if analysis is not None else learn_roots(document)
+            roots = analysis.roots
             if self._document is not None and roots != self._roots:
                 raise ValueError("this KeywordArguments already serves a document with other imports; create a new one")
             self._roots = roots
         if not self._explicit_bindings:
-            self._bindings = instance_bindings(document, self._roots or {})
+            # the names typed where the generation starts (the end of the prefix)
+            offset = len(prefix) if document.startswith(prefix) else len(document)
+            self._bindings = receivers_at(analysis, offset, analysis.roots)
         self._document = document
 
     def signature(self, key: tuple[str, ...]) -> Signature | None:
@@ -360,9 +242,9 @@ class KeywordArguments(Constrainer):
         else:
             document = getattr(context, "document", "") or ""
             prefix = getattr(context, "prefix", "") or ""
-            analysis_of = getattr(context, "document_analysis", None)  # a `ConstraintContext`
-            analysis = analysis_of(document or prefix) if analysis_of is not None else None
-        self._learn(document or prefix, analysis)
+            read = getattr(context, "document_analysis", None)  # a `ConstraintContext`
+            analysis = read(document or prefix) if read is not None else None
+        self._learn(document or prefix, prefix, analysis)
         return self.lex_prompt(prefix)
 
     def lex_prompt(self, prefix: str):
