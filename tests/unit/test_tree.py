@@ -288,3 +288,46 @@ def test_a_finished_decode_leaves_no_nodes_for_the_garbage_collector(vocab, name
         gc.enable()
     assert result.samples
     assert left == 0
+
+
+def test_every_greedy_choice_is_the_argmax_of_p_times_q():
+    """Greedy AdapTrack asks for the argmax of P·Q at every ancestor whose Q changed;
+    `choose` answers from the last choice while the chosen weight stays above the others'
+    best.  Each answer is checked here against ``np.argmax(probs * child_q)`` over random
+    models and constraints with many dead ends (so Q falls and choices move)."""
+    vocab = Vocabulary.from_strings(["a", "b", "c", "d", "e", "f", "$"], "$")
+    checked = {"choices": 0, "kept": 0}
+    choose = PrefixTree.choose
+
+    def checked_choose(tree, node, rng, weighting="q", **kwargs):
+        before = node.greedy_choice
+        index = choose(tree, node, rng, weighting, **kwargs)
+        if tree.greedy and weighting == "q" and kwargs.get("exclude") is None and not node.partial and index is not None:
+            weights = node.probs * node.child_q
+            assert index == int(np.argmax(weights)), (index, weights)
+            checked["choices"] += 1
+            checked["kept"] += int(node.greedy_choice is before and before is not None)
+        return index
+
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        tables = {}
+
+        def conditional(path, rng=rng, tables=tables):
+            key = tuple(path)
+            if key not in tables:
+                weights = rng.gamma(0.3, size=7)  # peaked, with near ties now and then
+                weights[6] += 1.0 if len(path) >= 4 else 0.0
+                tables[key] = weights / weights.sum()
+            return tables[key]
+
+        words = {tuple(rng.choice(list("abcdef"), size=int(rng.integers(2, 5)))) + ("$",) for _ in range(6)}
+        constraint = WordsConstraint(vocab, words)
+        lm = TabularLM(vocab, conditional=conditional)
+        PrefixTree.choose = checked_choose
+        try:
+            result = get_decoder("adaptrack").decode(lm, constraint, DecodeRequest(prompt_ids=[], temperature=0, seed=seed, max_new_tokens=5))
+        finally:
+            PrefixTree.choose = choose
+        assert result.samples and tuple(result.samples[0].text) + ("$",) in words
+    assert checked["choices"] > 200 and checked["kept"] > 50, checked

@@ -65,6 +65,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+try:  # numpy >= 2
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # pragma: no cover - numpy 1.x
+    from numpy.core.multiarray import c_einsum as _einsum
+
 from adaptrack_lsp.completion.decoding import (
     BudgetExceeded,
     Counters,
@@ -132,6 +137,7 @@ class Node:
         "partial",
         "tail_best",
         "tail_draws",
+        "greedy_choice",
     )
 
     def __init__(self, parent: Node | None, token: int | None, index_in_parent: int, state, valid: bool):
@@ -161,6 +167,9 @@ class Node:
         self.partial = False  # the tail is a bucket of a top-K distribution: never enumerated
         self.tail_best = 0.0  # partial nodes: no tail token is more probable than this
         self.tail_draws = 0  # partial nodes: tokens drawn out of the tail
+        #: the last greedy choice by Q (`PrefixTree.choose`): (probs, child_q, index, the best
+        #: weight of the other candidates); holds while those arrays are the node's
+        self.greedy_choice: tuple | None = None
 
     @property
     def leaf(self) -> bool:
@@ -751,7 +760,21 @@ class PrefixTree:
         out of it); with `check` a drawn tail token is checked at once and an invalid one
         redrawn, so the draw is exactly masked.  `exclude`: a candidate index given
         weight 0 (AdapTrack's redraw without the rejected token).  Q[node] may drop
-        (invalid tail tokens found); that is propagated at once (see `change_log`)."""
+        (invalid tail tokens found); that is propagated at once (see `change_log`).
+
+        Greedy by Q over a node with no tail bucket to draw from: Q only falls, so once the
+        argmax was taken the other candidates' weights stay at or below the best of them
+        then; while the chosen one's weight is still above it (and the candidates are the
+        same arrays: `expand_tail` and `_compact` make new ones), it is still the argmax
+        and nothing is computed again (the search asks again at every ancestor whose Q
+        changed, after every node)."""
+        greedy_q = self.greedy and weighting == "q" and exclude is None and not node.partial
+        if greedy_q:
+            last = node.greedy_choice
+            if last is not None and last[0] is node.probs and last[1] is node.child_q:
+                index = last[2]
+                if node.probs[index] * node.child_q[index] > last[3]:
+                    return index
         while True:
             weights = self.weights(node, weighting)
             if exclude is not None:
@@ -760,6 +783,9 @@ class PrefixTree:
             tail = self.tail_weight(node, weighting)
             index = self.draw(weights, rng, tail, self.tail_best_weight(node, weighting))
             if index != TAIL:
+                if greedy_q and index is not None:
+                    weights[index] = 0.0  # a fresh array (`weights` by Q); every weight is >= 0
+                    node.greedy_choice = (node.probs, node.child_q, index, float(weights.max()))
                 return index
             new = self.draw_from_tail(node, rng, use_q=weighting == "q", check=check)
             if new is None or self.greedy:
@@ -984,8 +1010,10 @@ class PrefixTree:
         if not node.valid:
             node.q = 0.0
         elif node.evaluated:
-            # einsum, not BLAS dot: BLAS threads fight the model's threads for the cores
-            inside = float(np.einsum("i,i->", node.probs, node.child_q)) if node.probs.size else 0.0
+            # einsum, not BLAS dot: BLAS threads fight the model's threads for the cores; its
+            # C routine, which `np.einsum` calls without `optimize` (the same sum, without
+            # the wrapper's argument handling: this runs at every ancestor of every node)
+            inside = float(_einsum("i,i->", node.probs, node.child_q)) if node.probs.size else 0.0
             node.q = inside + node.tail_mass * node.tail_q
         else:
             node.q = 1.0
