@@ -184,6 +184,10 @@ def test_the_bindings_are_the_names_the_analysis_types_where_the_generation_star
     constrainer = KeywordArguments(StaticIndex(NAMES, signatures=SIGNATURES))
     constrainer.start(ConstraintContext(document=inside, prefix=inside[:cut]))
     assert "param" not in constrainer.bindings and constrainer.bindings["model"] == model
+    # given roots are every name the caller resolved (its typed names too): none learned beside
+    given = KeywordArguments(StaticIndex(NAMES, signatures=SIGNATURES), roots={"LR": model[:-1]})
+    given.start(ConstraintContext(document=document, prefix=document))
+    assert given.bindings == {} and given.roots == {"LR": model[:-1]}
 
 
 def test_a_bound_name_is_a_callee():

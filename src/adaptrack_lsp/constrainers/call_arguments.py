@@ -130,7 +130,8 @@ class KeywordArguments(Constrainer):
     One instance serves one document (like `ApiMonitor`): the first `start(context)`
     learns the roots (the document's import aliases) and the bindings (the names typed at
     the end of ``context.prefix``, `apis.receivers.receivers_at`) from the document's
-    analysis unless given.
+    analysis.  Given `roots` are every name the caller resolved (`CompletionRequest.
+    bound_names`: the typed receivers too), so no bindings are learned beside them.
     Signature and member look-ups are cached per instance; an index that raises counts
     as unknown (every keyword allowed), with the reason logged at debug level.
     """
@@ -144,6 +145,8 @@ class KeywordArguments(Constrainer):
         self.index = index
         self.source = (getattr(index, "source", "") or type(index).__name__) if index is not None else "keyword arguments"
         self._roots: dict[str, tuple[str, ...]] | None = None if roots is None else {k: tuple(v) for k, v in roots.items()}
+        if bindings is None and roots is not None:
+            bindings = {}  # the caller's roots hold its typed names
         self._bindings: dict[str, tuple[str, ...]] | None = None if bindings is None else dict(bindings)
         self._explicit_roots = roots is not None
         self._explicit_bindings = bindings is not None

@@ -132,9 +132,7 @@ def text_constraint(
     if keywords_index is not None:
         from adaptrack_lsp.constrainers.call_arguments import KeywordArguments
 
-        # given roots are every name the caller resolved (`CompletionRequest.bound_names`:
-        # the typed receivers too); else both are learned from the document's analysis
-        parts.append(KeywordArguments(keywords_index, roots=roots, bindings=None if roots is None else {}))
+        parts.append(KeywordArguments(keywords_index, roots=roots))
     if syntax:
         from adaptrack_lsp.constrainers.python_syntax import PythonSyntax, SyntaxCheckOff
 
