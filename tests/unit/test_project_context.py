@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptrack_lsp.apis.document import DocumentAnalysis
 from adaptrack_lsp.completion import project_context
 from adaptrack_lsp.completion.context import PLAIN_FILE_HEADER, PromptBuilder, RepoFormat, detect_repo_format
 from adaptrack_lsp.completion.lm.tabular import TabularLM
@@ -125,7 +126,7 @@ def test_imports_relative_absolute_and_from_are_read_with_tree_sitter():
 
 def test_trusted_workspace_gives_named_definitions_then_outlines_then_whole_files(workspace):
     fresh_caches()
-    context = gather_context(str(workspace / "pkg" / "main.py"), MAIN, ContextSources(str(workspace), True, ()))
+    context = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(MAIN), ContextSources(str(workspace), True, ()))
     assert context.path == "pkg/main.py" and context.repo == "ws"
     kinds = [(s.path, s.kind) for s in context.snippets]
     # `from . import utils` names the module (its outline), `from .utils import Report` the
@@ -150,7 +151,7 @@ def test_aliases_ranking_by_use_and_star_re_exports(workspace):
     (workspace / "pkg" / "_impl.py").write_text("def hidden_api(x):\n    return x\n")
     (workspace / "pkg" / "public.py").write_text("from ._impl import *\n")
     text = "import pkg.config as cfg\nfrom . import public\nfrom .utils import Report as R\n\nR.x\nR.y\nR.z\n"
-    context = gather_context(str(workspace / "pkg" / "main.py"), text, ContextSources(str(workspace), True, ()))
+    context = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(text), ContextSources(str(workspace), True, ()))
     names = [s for s in context.snippets if s.kind == "names"]
     # Report is used most (four times with its import): its module comes first
     assert [(s.path, s.aliases) for s in names] == [
@@ -162,9 +163,9 @@ def test_aliases_ranking_by_use_and_star_re_exports(workspace):
     # the line being typed does not count: typing there never reorders the block
     typing = text + "y = cfg.a + cfg.b + cfg.c + cfg."
     sources = ContextSources(str(workspace), True, ())
-    counted = gather_context(str(workspace / "pkg" / "main.py"), typing, sources)
+    counted = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(typing), sources)
     assert counted.snippets[0].path == "pkg/config.py"  # the check can fail: counted, cfg ties and comes first
-    kept = gather_context(str(workspace / "pkg" / "main.py"), typing, sources, offset=len(typing))
+    kept = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(typing), sources, offset=len(typing))
     assert kept == context
 
 
@@ -195,7 +196,7 @@ def test_an_open_document_wins_over_the_file_on_disk_and_other_open_documents_fo
     edited = UTILS.replace("def load_settings(", "def load_config(")
     scratch = workspace / "scratch.py"
     opened = ((str(workspace / "pkg" / "utils.py"), edited), (str(scratch), "def draft(x):\n    return x\n"))
-    context = gather_context(str(workspace / "pkg" / "main.py"), MAIN, ContextSources(str(workspace), True, opened))
+    context = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(MAIN), ContextSources(str(workspace), True, opened))
     texts = "\n".join(s.text for s in context.snippets)
     assert "load_config" in texts and "load_settings" not in texts
     assert [(s.path, s.kind) for s in context.snippets if s.path == "scratch.py"] == [("scratch.py", "outline"), ("scratch.py", "file")]
@@ -204,14 +205,14 @@ def test_an_open_document_wins_over_the_file_on_disk_and_other_open_documents_fo
 def test_an_untrusted_workspace_reads_nothing_from_disk(workspace, audit):
     fresh_caches()
     main = str(workspace / "pkg" / "main.py")
-    context = gather_context(main, MAIN, ContextSources(str(workspace), False, ()))
+    context = gather_context(main, DocumentAnalysis.parse(MAIN), ContextSources(str(workspace), False, ()))
     assert context is None and audit.seen == []
     # what the editor sent is used: the imported module open in the editor, no file read
     opened = ((str(workspace / "pkg" / "utils.py"), UTILS),)
-    context = gather_context(main, MAIN, ContextSources(str(workspace), False, opened))
+    context = gather_context(main, DocumentAnalysis.parse(MAIN), ContextSources(str(workspace), False, opened))
     assert {s.path for s in context.snippets} == {"pkg/utils.py"} and audit.seen == []
     # the check detects a read: trusted, the same call opens the modules on disk
-    gather_context(main, MAIN, ContextSources(str(workspace), True, opened))
+    gather_context(main, DocumentAnalysis.parse(MAIN), ContextSources(str(workspace), True, opened))
     assert str(workspace / "pkg" / "config.py") in audit.seen
 
 
@@ -224,13 +225,13 @@ def test_a_symlink_leaving_the_workspace_is_not_read(workspace, tmp_path, audit)
     (workspace / "pkg" / "linked").symlink_to(outside, target_is_directory=True)
     text = "from . import secret\nfrom .linked import secret as other\nimport pkg.config\n"
     audit.seen.clear()
-    context = gather_context(str(workspace / "pkg" / "main.py"), text, ContextSources(str(workspace), True, ()))
+    context = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(text), ContextSources(str(workspace), True, ()))
     assert "do-not-send" not in "".join(s.text for s in context.snippets)
     assert {s.path for s in context.snippets} == {"pkg/config.py"}
     assert not [p for p in audit.seen if p.startswith(str(outside))]
     # a link inside the workspace is followed
     (workspace / "pkg" / "alias.py").symlink_to(workspace / "pkg" / "config.py")
-    context = gather_context(str(workspace / "pkg" / "main.py"), "from . import alias\n", ContextSources(str(workspace), True, ()))
+    context = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse("from . import alias\n"), ContextSources(str(workspace), True, ()))
     assert "SECRET_LEVEL" in context.snippets[0].text
 
 
@@ -239,7 +240,7 @@ def test_relative_imports_above_the_root_and_large_files_are_refused(workspace, 
     (tmp_path / "above.py").write_text("ABOVE = 1\n")
     (workspace / "pkg" / "big.py").write_text("X = 1\n" * (MAX_FILE_BYTES // 6 + 10))
     text = "from ... import above\nfrom . import big\nfrom . import utils\n"
-    context = gather_context(str(workspace / "pkg" / "main.py"), text, ContextSources(str(workspace), True, ()))
+    context = gather_context(str(workspace / "pkg" / "main.py"), DocumentAnalysis.parse(text), ContextSources(str(workspace), True, ()))
     assert {s.path for s in context.snippets} == {"pkg/utils.py"}
 
 

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from adaptrack_lsp.apis.document import DocumentAnalysis, ImportRef, analysis_of, encode, parse_tree
+from adaptrack_lsp.apis.document import DocumentAnalysis, ImportRef, encode, parse_tree
 from adaptrack_lsp.timed_cache import TimedCache
 
 logger = logging.getLogger(__name__)
@@ -239,12 +239,10 @@ def _text_key(text: str) -> str:
     return key
 
 
-def document_imports(text: str | DocumentAnalysis) -> tuple[ImportRef, ...]:
-    """The import statements of a text (or of its analysis) in source order (any depth,
-    outside strings and comments; syntax errors tolerated): `DocumentAnalysis.imports`.
-    Another module's text is parsed once and its imports kept by text."""
-    if isinstance(text, DocumentAnalysis):
-        return text.imports
+def document_imports(text: str) -> tuple[ImportRef, ...]:
+    """The import statements of another module's text in source order (any depth,
+    outside strings and comments; syntax errors tolerated): `DocumentAnalysis.imports`
+    of a parse kept by text.  (The requested document's imports are its analysis's.)"""
     key = _text_key(text)
     cached = _IMPORTS_CACHE.get(key)
     if cached is not None:
@@ -590,19 +588,20 @@ def _with_reexports(module_path: Path, text: str, outline: str, reader: _Reader)
 
 def gather_context(
     document: str,
-    text: str,
+    analysis: DocumentAnalysis,
     sources: ContextSources | None,
     max_chars: int | None = None,
     offset: int | None = None,
-    analysis: DocumentAnalysis | None = None,
 ) -> ProjectContext | None:
-    """The project context of a document (its key or path, its text and, where the caller
-    has it, its `analysis`), or None when there is no source.  Imported modules come in import order, those the document uses
-    most (by name, bucketed: `_uses`; the cursor's line, at `offset`, is not counted, so
-    typing it never reorders them) first.  Pieces longer than `max_chars` are cut at a
-    line end (names and outlines) or left out (whole files)."""
+    """The project context of a document (its key or path and its `analysis`, the one
+    the request carries: its imports are read there, not again), or None when there is
+    no source.  Imported modules come in import order, those the document uses most (by
+    name, bucketed: `_uses`; the cursor's line, at `offset`, is not counted, so typing
+    it never reorders them) first.  Pieces longer than `max_chars` are cut at a line end
+    (names and outlines) or left out (whole files)."""
     if sources is None:
         return None
+    text = analysis.text
     path = document_path(document)
     root = Path(os.path.abspath(sources.root)) if sources.root else None
     open_texts: dict[str, str] = {}
@@ -620,8 +619,7 @@ def gather_context(
     seen: set[str] = set()
     if current is not None:
         try:
-            document_analysis = analysis_of(text, analysis)
-            resolved = resolved_imports(current, document_imports(document_analysis), root, reader)
+            resolved = resolved_imports(current, analysis.imports, root, reader)
         except Exception:  # a document or module the parser cannot read contributes nothing
             logger.debug("context: could not resolve the imports of %s", document, exc_info=True)
             resolved = _Resolved()

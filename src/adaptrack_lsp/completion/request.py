@@ -126,7 +126,7 @@ class CompletionRequest:
             from adaptrack_lsp.completion.context import MAX_AUTOMATIC_CONTEXT_TOKENS, MAX_CHARS_PER_TOKEN
 
             tokens = settings.context_tokens or MAX_AUTOMATIC_CONTEXT_TOKENS
-            context = gather_context(document, text, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset, analysis=analysis)
+            context = gather_context(document, analysis, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset)
         return cls(
             text=text,
             offset=offset,
