@@ -390,3 +390,28 @@ def test_the_definitions_walked_for_the_cursors_scopes_are_every_one_that_enclos
             assert {d.byte_range for d in walked} <= {d.byte_range for d in every}
             enclosing = {d.byte_range for d in walked if _encloses(analysis.data, d, at)}
             assert enclosing == {d.byte_range for d in every if _encloses(analysis.data, d, at)}, (module, cursor)
+
+
+def test_the_module_bindings_are_read_once_per_analysis(monkeypatch):
+    """The typed receivers at every cursor and the typed ``self`` of the document's
+    classes share one reading of the module's bindings (it is the part that grows with
+    the document: every keystroke paid it twice)."""
+    from adaptrack_lsp.apis import receivers
+    from adaptrack_lsp.apis.document import DocumentAnalysis
+
+    reads = []
+    collected = receivers._collected_module
+    monkeypatch.setattr(receivers, "_collected_module", lambda tree: reads.append(tree) or collected(tree))
+    text = "import numpy as np\nfrom sklearn.base import BaseEstimator\n\na = np.zeros(3)\n\nclass M(BaseEstimator):\n    def f(self):\n        b = a.copy()\n        return b\n"
+    analysis = DocumentAnalysis.parse(text)
+    roots = analysis.roots
+    inside = text.index("return b")
+    assert receivers.receivers_at(analysis, inside, roots) == {
+        "a": ("numpy", "zeros", CALL), "b": ("numpy", "zeros", CALL, "copy", CALL), "self": ("sklearn", "base", "BaseEstimator", CALL)
+    }
+    assert receivers.receivers_at(analysis, len(text), roots) == {"a": ("numpy", "zeros", CALL)}
+    assert ("sklearn", "base", "BaseEstimator", CALL) in receivers.assigned_names(analysis, roots).open_paths
+    assert len(reads) == 1
+    # a new text is a new analysis: read again
+    receivers.receivers_at(DocumentAnalysis.parse(text + "c = a\n"), len(text), roots)
+    assert len(reads) == 2

@@ -329,10 +329,23 @@ def _definitions(node, byte_offset: int, found: list) -> None:
             following = child
 
 
-def _scopes(tree, source: bytes, byte_offset: int) -> list[_Scope]:
+def _module_scope(analysis: DocumentAnalysis) -> _Scope:
+    """The bindings the module makes (every statement outside functions and classes),
+    read once per analysis: the typed receivers at any cursor and the typed ``self``
+    share them."""
+    return analysis.reading("module scope", lambda: _collected_module(analysis.tree))
+
+
+def _collected_module(tree) -> _Scope:
+    module = _Scope(tree.root_node, "module")
+    _collect(tree.root_node, module)
+    return module
+
+
+def _scopes(tree, source: bytes, byte_offset: int, module: _Scope) -> list[_Scope]:
     """The scopes visible at `byte_offset`, innermost first: comprehensions and lambdas
     (their variables, untyped), functions, the class body the cursor is directly in,
-    then the module."""
+    then `module`."""
     scopes = []
     node = tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
     while node is not None and node.type != "module":
@@ -385,8 +398,6 @@ def _scopes(tree, source: bytes, byte_offset: int) -> list[_Scope]:
             _collect(body, scope)
             scopes.append(scope)
         innermost = False
-    module = _Scope(tree.root_node, "module")
-    _collect(tree.root_node, module)
     scopes.append(module)
     return scopes
 
@@ -799,7 +810,7 @@ def receivers_at(analysis: DocumentAnalysis, offset: int, roots: Mapping[str, tu
 def _receivers(analysis: DocumentAnalysis, byte_offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     try:
         source, tree = analysis.data, analysis.tree
-        scopes = _scopes(tree, source, byte_offset)
+        scopes = _scopes(tree, source, byte_offset, _module_scope(analysis))
         resolver = _Resolver(scopes, roots, document_facts(tree, source))
         names = set().union(*(scope.bindings for scope in scopes))
         found = {}
@@ -847,9 +858,7 @@ def self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]])
 def _self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     try:
         source, tree = analysis.data, analysis.tree
-        module = _Scope(tree.root_node, "module")
-        _collect(tree.root_node, module)
-        resolver = _Resolver([module], roots, document_facts(tree, source))
+        resolver = _Resolver([_module_scope(analysis)], roots, document_facts(tree, source))
         found = set()
         # every class of the document, at any depth (a class made inside a function too)
         for node in _class_nodes(tree):
@@ -954,8 +963,7 @@ class DocumentScopes:
 
     def __init__(self, tree, roots: Mapping[str, tuple[str, ...]], source: bytes | None = None):
         self.roots = dict(roots)
-        self.module = _Scope(tree.root_node, "module")
-        _collect(tree.root_node, self.module)
+        self.module = _collected_module(tree)
         self.facts = document_facts(tree, source if source is not None else tree.root_node.text)
         self._scopes: dict[tuple[int, int, str], _Scope] = {}
         self._resolvers: dict[tuple, _Resolver] = {}
