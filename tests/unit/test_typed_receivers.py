@@ -415,3 +415,22 @@ def test_the_module_bindings_are_read_once_per_analysis(monkeypatch):
     # a new text is a new analysis: read again
     receivers.receivers_at(DocumentAnalysis.parse(text + "c = a\n"), len(text), roots)
     assert len(reads) == 2
+
+
+@pytest.mark.parametrize(
+    "line, star",
+    [
+        ("from os.path import *", True),
+        ("from os.path import  *", True),
+        ("total = reimport * 2", False),
+        ("total = éimport * 2", False),  # an identifier that ends in "import"
+        ("total = _import * 2", False),
+    ],
+)
+def test_a_builtin_class_is_typed_unless_a_star_import_may_shadow_it(line, star):
+    from adaptrack_lsp.apis.document import DocumentAnalysis
+    from adaptrack_lsp.apis.receivers import receivers_at
+
+    text = f"{line}\ns = set()\n"
+    expected = {} if star else {"s": ("builtins", "set", CALL)}
+    assert receivers_at(DocumentAnalysis.parse(text), len(text), {}) == expected

@@ -191,8 +191,11 @@ class DocumentAnalysis:
                 start, end = _differing_span(text, change.text)
                 fragment = change.text[start : len(change.text) - (len(text) - end)]
             else:
-                start = _offset(text, change_range.start.line, change_range.start.character, encoding)
-                end = _offset(text, change_range.end.line, change_range.end.character, encoding)
+                start_line = change_range.start.line
+                line_start = _line_start(text, start_line)  # counted once: the end is on it or after it
+                known = (start_line, line_start) if line_start is not None else None
+                start = _offset(text, start_line, change_range.start.character, encoding, known)
+                end = _offset(text, change_range.end.line, change_range.end.character, encoding, known)
                 start, end = min(start, end), max(start, end)
                 fragment = change.text
             text, data, start_byte, new_end_byte = _edit(tree, text, data, start, end, fragment)
@@ -658,15 +661,36 @@ def _keywords_in(units: list) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _offset(text: str, line: int, character: int, encoding: str) -> int:
-    """The character offset of an LSP position (lines at LSP breaks, `character` in
-    `encoding` units), clamped to the line and the text."""
-    start = 0
+def _line_start(text: str, line: int, start: int = 0) -> int | None:
+    """The character offset where `line` lines after the line starting at `start`
+    begins (lines at LSP breaks), or None past the last line.  A text with no ``\r``
+    breaks only at ``\n``, found by `str.find` (a keystroke deep in a long file is
+    thousands of lines from the start)."""
+    if "\r" not in text:
+        for _ in range(max(line, 0)):
+            found = text.find("\n", start)
+            if found < 0:
+                return None
+            start = found + 1
+        return start
     for _ in range(max(line, 0)):
         found = _LINE_BREAK.search(text, start)
         if found is None:
-            return len(text)
+            return None
         start = found.end()
+    return start
+
+
+def _offset(text: str, line: int, character: int, encoding: str, known: tuple[int, int] | None = None) -> int:
+    """The character offset of an LSP position (lines at LSP breaks, `character` in
+    `encoding` units), clamped to the line and the text.  `known`: (line, its start) of
+    an earlier line, where counting may begin."""
+    if known is not None and 0 <= known[0] <= line:
+        start = _line_start(text, line - known[0], known[1])
+    else:
+        start = _line_start(text, line)
+    if start is None:
+        return len(text)
     found = _LINE_BREAK.search(text, start)
     content = text[start : found.start() if found else len(text)]
     if encoding == "utf-32":
