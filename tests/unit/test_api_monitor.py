@@ -384,3 +384,37 @@ def test_the_next_request_sees_a_new_answer_and_shares_an_unchanged_one():
     names = ApiMonitor(index, assigned_attributes=frozenset({"total"})).path_info(instance)
     assert "total" in names.members and "total" not in plain.members
     assert not plain.open_values
+
+
+def test_a_paths_token_groups_drop_the_least_recently_used(monkeypatch):
+    """A path's token groups (one per partial name) are kept up to `GROUPS_PER_PATH`,
+    the least recently used dropped first: a partial the search meets again is not
+    computed again because others came since (emptying them all at the limit had a
+    search that meets more partials than the limit compute each again every time)."""
+    from adaptrack_lsp.completion.lm.loading import load_model
+    from adaptrack_lsp.constrainers import api
+    from adaptrack_lsp.constrainers.token_index import TokenIndex
+
+    vocab = load_model("tiny", device="cpu").vocab
+    document = "import numpy as np\n"
+    index = _AnsweringIndex({("numpy",): _members("zeros", "zebra", "ones", "empty")})
+    computed = []
+    groups = api._ApiMasks._groups
+    monkeypatch.setattr(api._ApiMasks, "_groups", staticmethod(lambda table, info, partial: computed.append(partial) or groups(table, info, partial)))
+
+    def mask(partial):
+        monitor = ApiMonitor(index)
+        tokens = TokenIndex(monitor, vocab, context=ConstraintContext(document, document + "x = np." + partial))
+        return tokens.mask(tokens.initial_state())
+
+    mask("z")
+    per_partial = len(computed)  # one per token table the mask reads
+    assert per_partial >= 1 and set(computed) == {"z"}
+    monkeypatch.setattr(api, "GROUPS_PER_PATH", 2 * per_partial)
+    first_o = mask("o")
+    mask("z")  # kept: now the most recently used
+    mask("e")  # full: drops the least recently used, "o"
+    computed.clear()
+    mask("z")
+    assert computed == []
+    assert (mask("o") == first_o).all() and set(computed) == {"o"}

@@ -188,8 +188,11 @@ class _PathInfo:
 _PATH_INFOS: dict[tuple[int, frozenset[str], bool], tuple[Mapping[str, Member], _PathInfo]] = {}
 #: entries kept before the cache starts again (an entry holds every prefix of the names)
 PATH_INFO_LIMIT = 64
-#: token groups kept per path (one per table and partial name)
-GROUPS_PER_PATH = 128
+#: token groups kept per path (one per table and partial name), the least recently used
+#: dropped first: a search and the next keystrokes' meet the same partial names again
+#: (about 150 over the tables for ``np.`` in `benchmarks/lsp_latency.py`; emptying the
+#: whole set at 128 had each computed again 17 times in 140 requests)
+GROUPS_PER_PATH = 256
 
 
 def _shared_path_info(members: Mapping[str, Member] | None, extra: frozenset[str], opened: bool) -> _PathInfo:
@@ -1316,11 +1319,13 @@ class _ApiMasks:
         # kept with the path's names: the search's siblings, its backtracking and the next
         # keystroke's request ask again
         key = (table, partial)
-        groups = info.groups.get(key)
+        kept = info.groups
+        groups = kept.pop(key, None)
         if groups is None:
-            if len(info.groups) >= GROUPS_PER_PATH:
-                info.groups.clear()
-            groups = info.groups[key] = self._groups(table, info, partial)
+            if len(kept) >= GROUPS_PER_PATH:
+                del kept[next(iter(kept))]  # the least recently used
+            groups = self._groups(table, info, partial)
+        kept[key] = groups  # (again) the most recently used
         pure_ids, free_ids, check_ids = groups
         mask[pure_ids] = True
         if len(free_ids):
