@@ -392,10 +392,10 @@ def test_the_definitions_walked_for_the_cursors_scopes_are_every_one_that_enclos
             assert enclosing == {d.byte_range for d in every if _encloses(analysis.data, d, at)}, (module, cursor)
 
 
-def test_the_module_bindings_are_read_once_per_analysis(monkeypatch):
+def test_the_module_bindings_are_read_once_per_text(monkeypatch):
     """The typed receivers at every cursor and the typed ``self`` of the document's
-    classes share one reading of the module's bindings (it is the part that grows with
-    the document: every keystroke paid it twice)."""
+    classes share one reading of the module's bindings, kept with the document's other
+    facts (it is the part that grows with the document: every keystroke paid it twice)."""
     from adaptrack_lsp.apis import receivers
     from adaptrack_lsp.apis.document import DocumentAnalysis
 
@@ -412,7 +412,7 @@ def test_the_module_bindings_are_read_once_per_analysis(monkeypatch):
     assert receivers.receivers_at(analysis, len(text), roots) == {"a": ("numpy", "zeros", CALL)}
     assert ("sklearn", "base", "BaseEstimator", CALL) in receivers.assigned_names(analysis, roots).open_paths
     assert len(reads) == 1
-    # a new text is a new analysis: read again
+    # a new text: read again
     receivers.receivers_at(DocumentAnalysis.parse(text + "c = a\n"), len(text), roots)
     assert len(reads) == 2
 

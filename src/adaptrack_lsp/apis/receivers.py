@@ -334,14 +334,8 @@ def _definitions(node, byte_offset: int, found: list) -> None:
             following = child
 
 
-def _module_scope(analysis: DocumentAnalysis) -> _Scope:
-    """The bindings the module makes (every statement outside functions and classes),
-    read once per analysis: the typed receivers at any cursor and the typed ``self``
-    share them."""
-    return analysis.reading("module scope", lambda: _collected_module(analysis.tree))
-
-
 def _collected_module(tree) -> _Scope:
+    """The bindings the module makes (every statement outside functions and classes)."""
     module = _Scope(tree.root_node, "module")
     _collect(tree.root_node, module)
     return module
@@ -494,11 +488,21 @@ class _DocumentFacts:
         self.tree = tree
         self.source = source
         self.star_import = _star_import(source)
+        self._module: _Scope | None = None
         self._bound: frozenset[str] | None = None
         self._bound_not_imported: frozenset[str] = frozenset()
         self._may_define: dict[str, bool] = {}
         #: (roots, class start, class end) -> the class's one library base (`_Resolver.class_base`)
         self.class_bases: dict[tuple, tuple[str, ...] | None] = {}
+
+    @property
+    def module(self) -> _Scope:
+        """The module's bindings, read on first use: the typed receivers at every cursor
+        and the typed ``self`` of the document's classes share them (the part of a
+        keystroke's reading that grows with the document)."""
+        if self._module is None:
+            self._module = _collected_module(self.tree)
+        return self._module
 
     def may_define(self, name: str) -> bool:
         """Whether the document defines a function or method `name` somewhere (``def
@@ -827,8 +831,9 @@ def receivers_at(analysis: DocumentAnalysis, offset: int, roots: Mapping[str, tu
 def _receivers(analysis: DocumentAnalysis, byte_offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     try:
         source, tree = analysis.data, analysis.tree
-        scopes = _scopes(tree, source, byte_offset, _module_scope(analysis))
-        resolver = _Resolver(scopes, roots, document_facts(tree, source))
+        facts = document_facts(tree, source)
+        scopes = _scopes(tree, source, byte_offset, facts.module)
+        resolver = _Resolver(scopes, roots, facts)
         # a name no scope binds to something typable has no type: not looked up (a
         # long module binds thousands of names, functions and classes mostly)
         names = set().union(*(scope.typable for scope in scopes))
@@ -877,7 +882,8 @@ def self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]])
 def _self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     try:
         source, tree = analysis.data, analysis.tree
-        resolver = _Resolver([_module_scope(analysis)], roots, document_facts(tree, source))
+        facts = document_facts(tree, source)
+        resolver = _Resolver([facts.module], roots, facts)
         found = set()
         # every class of the document, at any depth (a class made inside a function too)
         for node in _class_nodes(tree):
@@ -982,8 +988,8 @@ class DocumentScopes:
 
     def __init__(self, tree, roots: Mapping[str, tuple[str, ...]], source: bytes | None = None):
         self.roots = dict(roots)
-        self.module = _collected_module(tree)
         self.facts = document_facts(tree, source if source is not None else tree.root_node.text)
+        self.module = self.facts.module
         self._scopes: dict[tuple[int, int, str], _Scope] = {}
         self._resolvers: dict[tuple, _Resolver] = {}
 

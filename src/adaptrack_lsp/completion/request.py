@@ -83,7 +83,10 @@ class CompletionRequest:
     #: attribute names the document assigns on objects (``server.wfile = f``): never
     #: rejected on a typed receiver (`apis.receivers.assigned_names`)
     assigned_attributes: frozenset[str] = frozenset()
-    #: the API index paths the completion needs before decoding (`cursor_paths`)
+    #: the API index paths the completion needs before decoding: the imported modules'
+    #: members, each prefix of the chain at the cursor (``tf.compat.v1.`` -> tensorflow,
+    #: tensorflow.compat, tensorflow.compat.v1; after a typed receiver, ``a.`` -> what
+    #: ``a`` has, `members_key`) and the open call's callee and signature
     needed_paths: tuple[tuple[str, ...], ...] = ()
     #: the part of them that is the attribute chain at the cursor (`chain_paths`)
     chain_paths: tuple[tuple[str, ...], ...] = ()
@@ -116,17 +119,26 @@ class CompletionRequest:
         text = sanitize_text(text)
         offset = max(0, min(int(offset), len(text)))
         line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1  # LSP line breaks
+        line_prefix = text[line_start:offset]
+        settings = settings or Settings()
+        seed = request_seed(text, offset, mode) if seed is None else int(seed)
+        # the document's analysis, then what is read of it (the cursor's paths last: the
+        # open call's is the analysis's last answer)
         analysis = analysis_of(text, analysis)
         roots = analysis.roots
-        line_prefix = text[line_start:offset]
         receivers = receivers_at(analysis, offset, roots)
-        settings = settings or Settings()
         context = None
         if sources is not None and settings.context_tokens != 0:
             from adaptrack_lsp.completion.context import MAX_AUTOMATIC_CONTEXT_TOKENS, MAX_CHARS_PER_TOKEN
 
             tokens = settings.context_tokens or MAX_AUTOMATIC_CONTEXT_TOKENS
             context = gather_context(document, analysis, sources, max_chars=tokens * MAX_CHARS_PER_TOKEN, offset=offset)
+        assigned = _assigned_names(offset, analysis, roots, document) if receivers else frozenset()
+        at_cursor = chain_paths(line_prefix, roots, receivers)
+        # the modules the document imports and every prefix of the chain at the cursor
+        needed = (*(members_key(path) for path in roots.values()), *at_cursor)
+        if settings.keyword_arguments:
+            needed += open_call_paths(analysis, offset, {**receivers, **roots})
         return cls(
             text=text,
             offset=offset,
@@ -134,19 +146,14 @@ class CompletionRequest:
             settings=settings,
             document=document,
             version=version,
-            seed=request_seed(text, offset, mode) if seed is None else int(seed),
+            seed=seed,
             typed_word=_WORD_TAIL.search(text, line_start, offset).group(0),
             import_roots=roots,
             receivers=receivers,
             local_modules=modules_beside(document),
-            assigned_attributes=_assigned_names(offset, analysis, roots, document) if receivers else frozenset(),
-            needed_paths=tuple(
-                dict.fromkeys(
-                    cursor_paths(line_prefix, roots, receivers)
-                    + (open_call_paths(analysis, offset, {**receivers, **roots}) if settings.keyword_arguments else ())
-                )
-            ),
-            chain_paths=chain_paths(line_prefix, roots, receivers),
+            assigned_attributes=assigned,
+            needed_paths=tuple(dict.fromkeys(needed)),
+            chain_paths=at_cursor,
             context=context,
             analysis=analysis,
         )
@@ -229,16 +236,6 @@ def modules_beside(document: str) -> frozenset[str]:
     offered = frozenset(names)
     _FOLDER_MODULES[folder] = (changed, listed, offered)
     return offered
-
-
-def cursor_paths(
-    line_prefix: str, roots: dict[str, tuple[str, ...]], receivers: dict[str, tuple[str, ...]] | None = None
-) -> tuple[tuple[str, ...], ...]:
-    """The index keys a completion after `line_prefix` needs before decoding: the modules
-    the document imports (`roots`) and every prefix of the attribute chain at the cursor
-    (``tf.compat.v1.`` -> tensorflow, tensorflow.compat, tensorflow.compat.v1; after a
-    typed receiver, ``a.`` -> what ``a`` has, `members_key`)."""
-    return tuple(dict.fromkeys([*(members_key(p) for p in roots.values()), *chain_paths(line_prefix, roots, receivers)]))
 
 
 def chain_paths(
