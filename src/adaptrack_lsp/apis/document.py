@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -157,17 +157,6 @@ class DocumentAnalysis:
         self.tree = tree
         self._regions: dict[int, Region] = {}
         self._calls: dict[int, OpenCall | None] = {}
-        self._readings: dict = {}
-
-    def reading(self, key, read: Callable[[], Any]) -> Any:
-        """What `read()` answers, kept with this analysis under `key` (the readers of
-        other modules, such as the typed receivers at an offset, keep their answers here:
-        they live as long as this text's analysis and need no cache of their own)."""
-        found = self._readings.get(key, _UNREAD)
-        if found is _UNREAD:
-            found = read()
-            _remember(self._readings, key, found)
-        return found
 
     @classmethod
     def parse(cls, text: str) -> DocumentAnalysis:
@@ -498,9 +487,6 @@ class DocumentAnalysis:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-_UNREAD = object()
-
-
 def _remember(answers: dict, key, value) -> None:
     if len(answers) >= _OFFSET_ANSWERS:
         answers.clear()  # (one step: another thread may be reading them)

@@ -31,7 +31,8 @@ from __future__ import annotations
 import builtins
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from adaptrack_lsp.apis.document import DocumentAnalysis, analysis_of
 from adaptrack_lsp.apis.document import parser as _parser
@@ -479,6 +480,11 @@ def _star_import(source: bytes) -> bool:
     return False
 
 
+#: answers kept per text (offsets of the cursor, sets of roots)
+_ANSWERS_KEPT = 256
+_UNREAD = object()
+
+
 class _DocumentFacts:
     """What a whole document says about names: every name it binds somewhere (a builtin
     of that name may be shadowed), whether it star-imports (anything may be shadowed),
@@ -489,11 +495,24 @@ class _DocumentFacts:
         self.source = source
         self.star_import = _star_import(source)
         self._module: _Scope | None = None
+        self._answers: dict = {}
         self._bound: frozenset[str] | None = None
         self._bound_not_imported: frozenset[str] = frozenset()
         self._may_define: dict[str, bool] = {}
         #: (roots, class start, class end) -> the class's one library base (`_Resolver.class_base`)
         self.class_bases: dict[tuple, tuple[str, ...] | None] = {}
+
+    def answer(self, key, read: Callable[[], Any]) -> Any:
+        """What `read()` answers, kept with the text's facts under `key` (the typed
+        receivers at an offset, the typed ``self``, the assigned names: each a function
+        of the text and the roots, asked again by the parts of one request)."""
+        found = self._answers.get(key, _UNREAD)
+        if found is _UNREAD:
+            found = read()
+            if len(self._answers) >= _ANSWERS_KEPT:
+                self._answers.clear()  # (one step: another thread may be reading them)
+            self._answers[key] = found
+        return found
 
     @property
     def module(self) -> _Scope:
@@ -820,18 +839,18 @@ def receiver_bindings(
 def receivers_at(analysis: DocumentAnalysis, offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     """Name -> typed path (ending in `CALL`) for the names visible at character `offset`
     whose type the document states (see the module docstring); never raises (a document
-    that cannot be read binds none).  Kept with the analysis."""
+    that cannot be read binds none).  Kept with the text's facts."""
     if not analysis.text:
         return {}
     byte_offset = analysis.byte_offset(offset)
-    found = analysis.reading(("receivers", byte_offset, tuple(sorted(roots.items()))), lambda: _receivers(analysis, byte_offset, roots))
+    facts = document_facts(analysis.tree, analysis.data)
+    found = facts.answer(("receivers", byte_offset, tuple(sorted(roots.items()))), lambda: _receivers(facts, byte_offset, roots))
     return dict(found)
 
 
-def _receivers(analysis: DocumentAnalysis, byte_offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+def _receivers(facts: _DocumentFacts, byte_offset: int, roots: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     try:
-        source, tree = analysis.data, analysis.tree
-        facts = document_facts(tree, source)
+        source, tree = facts.source, facts.tree
         scopes = _scopes(tree, source, byte_offset, facts.module)
         resolver = _Resolver(scopes, roots, facts)
         # a name no scope binds to something typable has no type: not looked up (a
@@ -875,14 +894,14 @@ class AssignedNames(frozenset):
 
 def self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     """The typed paths ``self`` and ``cls`` have in the document's classes (their one
-    library base, `_Resolver.class_base`); kept with the analysis."""
-    return analysis.reading(("self paths", tuple(sorted(roots.items()))), lambda: _self_paths(analysis, roots))
+    library base, `_Resolver.class_base`); kept with the text's facts."""
+    facts = document_facts(analysis.tree, analysis.data)
+    return facts.answer(("self paths", tuple(sorted(roots.items()))), lambda: _self_paths(facts, roots))
 
 
-def _self_paths(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+def _self_paths(facts: _DocumentFacts, roots: Mapping[str, tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     try:
-        source, tree = analysis.data, analysis.tree
-        facts = document_facts(tree, source)
+        tree = facts.tree
         resolver = _Resolver([facts.module], roots, facts)
         found = set()
         # every class of the document, at any depth (a class made inside a function too)
@@ -962,14 +981,15 @@ def assigned_names(analysis: DocumentAnalysis, roots: Mapping[str, tuple[str, ..
     its classes define (methods, class attributes): an object of a library class may
     get them at run time (or be an instance of such a subclass), so they are never
     rejected on a typed receiver.  With `roots` (completions): an `AssignedNames` that
-    also holds the paths of ``self`` and ``cls``.  Kept with the analysis."""
-    found = analysis.reading("assigned names", lambda: _assigned(analysis))
+    also holds the paths of ``self`` and ``cls``.  Kept with the text's facts."""
+    facts = document_facts(analysis.tree, analysis.data)
+    found = facts.answer("assigned names", lambda: _assigned(facts.tree))
     return AssignedNames(found, self_paths(analysis, roots)) if roots is not None else found
 
 
-def _assigned(analysis: DocumentAnalysis) -> frozenset[str]:
+def _assigned(tree) -> frozenset[str]:
     try:
-        return attribute_names(analysis.tree)
+        return attribute_names(tree)
     except Exception:  # noqa: BLE001 - an unreadable document assigns nothing we know of
         log.debug("could not read the document's attribute assignments", exc_info=True)
         return frozenset()
